@@ -1,0 +1,60 @@
+# TrainGrid developer tasks. Every install step lives here: a fresh clone needs only python3.11.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SAM_VENV := .venv-sam
+SAM_CLI_VERSION := 1.170.0
+# The SAM CLI pins its own dependencies, so it lives in a venv of its own.
+SAM := $(SAM_VENV)/bin/sam
+PYTEST_ARGS ?=
+
+.PHONY: help install demo test unit e2e lint template-check sam-build schema clean
+
+help:
+	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
+	@echo "make test            lint, template checks and the whole test suite"
+	@echo "make lint            ruff"
+	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
+	@echo "make schema          regenerate schema/*.schema.json from the request models"
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==25.3
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $@
+
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+demo: install
+	$(BIN)/traingrid demo
+
+test: install lint template-check
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+e2e: install
+	$(BIN)/pytest tests/integration -m e2e $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+template-check: install $(SAM_VENV)/.installed
+	$(BIN)/cfn-lint template.yaml
+	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint --template template.yaml
+	$(MAKE) sam-build
+
+sam-build: $(SAM_VENV)/.installed
+	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml
+
+schema: install
+	$(BIN)/python -m traingrid_local.schemas write
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .ruff_cache

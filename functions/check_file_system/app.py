@@ -1,0 +1,14 @@
+"""One check of the hydrating file system (the hydrate poll loop)."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from traingrid.observability import logger, tracer
+from traingrid.training import steps
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return steps.check_file_system(event)

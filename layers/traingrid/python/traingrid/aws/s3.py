@@ -1,0 +1,40 @@
+"""S3: measuring datasets, listing archives, reading manifests, writing JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from traingrid.aws.clients import client
+from traingrid.aws.errors import translated
+
+
+def objects_under(bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+    """Every object under ``prefix`` as ``{key, size, etag}``, in key order."""
+    paginator = client("s3").get_paginator("list_objects_v2")
+    with translated("S3", "ListObjectsV2"):
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                yield {"key": item["Key"], "size": item["Size"], "etag": item["ETag"].strip('"')}
+
+
+def read_json(bucket: str, key: str, max_bytes: int = 256 * 1024) -> Any:
+    """Parse a small JSON object. Raises ValueError when it is too large or not JSON."""
+    with translated("S3", "GetObject"):
+        body = client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes}")
+        data = body["Body"].read()
+    if len(data) > max_bytes:
+        raise ValueError(f"s3://{bucket}/{key} is larger than {max_bytes} bytes")
+    return json.loads(data or b"{}")
+
+
+def write_json(bucket: str, key: str, document: Any) -> str:
+    with translated("S3", "PutObject"):
+        client("s3").put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=json.dumps(document, indent=2, sort_keys=True).encode(),
+            ContentType="application/json",
+        )
+    return f"s3://{bucket}/{key}"

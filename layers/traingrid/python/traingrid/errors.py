@@ -1,0 +1,61 @@
+"""Domain errors: the one place that names every failure TrainGrid reports.
+
+A Lambda reports an exception's class name as its ``errorType``, so these class names are the
+error names the state machines match in Retry/Catch and show in Fail states. Messages say what
+happened and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class TrainGridError(Exception):
+    """Base of every error TrainGrid raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RequestInvalid(TrainGridError):
+    """A request, manifest or event failed validation; ``problems`` lists every one of them."""
+
+    def __init__(self, problems: list[dict[str, str]], source: str = "request") -> None:
+        self.problems = problems
+        listed = "; ".join(f"{p['pointer'] or '/'}: {p['message']}" for p in problems)
+        super().__init__(f"Invalid {source} ({len(problems)} problem(s)): {listed}")
+
+
+class DatasetNotFound(TrainGridError):
+    """The dataset prefix holds no objects."""
+
+
+class FileSystemFailed(TrainGridError):
+    """FSx reported the file system FAILED or MISCONFIGURED while hydrating."""
+
+
+class HydrateTimedOut(TrainGridError):
+    """The file system did not become AVAILABLE within the hydrate limit."""
+
+
+class ExportFailed(TrainGridError):
+    """The export of the run's outputs to S3 failed."""
+
+
+class ExportTimedOut(TrainGridError):
+    """The export did not finish within the archive limit."""
+
+
+class ArchiveIncomplete(TrainGridError):
+    """The export reported success but S3 does not hold what it exported."""
+
+
+class ResourceNotFound(TrainGridError):
+    """An AWS resource we expected to exist does not (translated from the service's error)."""
+
+
+class AwsServiceError(TrainGridError):
+    """An AWS call failed after its retries; the message carries the service's code."""
+
+    def __init__(self, service: str, operation: str, code: str, message: str) -> None:
+        self.service, self.operation, self.code = service, operation, code
+        super().__init__(f"{service}.{operation} failed: {code}: {message}")

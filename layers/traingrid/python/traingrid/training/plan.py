@@ -1,0 +1,183 @@
+"""Plan a training run: from a validated request and the dataset's size to everything the
+state machine needs (file system, job environment, archive location, limits, cost).
+
+Pure: no AWS calls. The caller measures the dataset and passes the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from traingrid.clock import iso
+from traingrid.errors import RequestInvalid
+from traingrid.training.catalog import (
+    FSX_USD_PER_GB_MONTH,
+    HOURS_PER_MONTH,
+    INSTANCE_TYPES,
+    NODE_MEMORY_RESERVE_MIB,
+    PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB,
+    DeploymentType,
+    is_valid_capacity,
+    round_up_capacity,
+)
+from traingrid.training.request import TrainingRunRequest
+
+GIB = 1024**3
+# Room for checkpoints, logs and Lustre metadata on top of the dataset itself.
+CAPACITY_HEADROOM = 1.25
+FSX_MOUNT_POINT = "/fsx"
+SCRATCH_DIR = "/scratch"
+ARCHIVE_ROOT = "runs"
+# Both the name of a run request under a dataset prefix and of a run's archive manifest.
+MANIFEST_NAME = "manifest.json"
+# After its limits, a file system is overdue: the janitor may release it.
+EXPIRY_MARGIN = timedelta(hours=1)
+ATTEMPT_MARGIN = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    objects: int
+    bytes: int
+
+
+def archive_prefix(run: str) -> str:
+    """Where a run's artifacts live, in the dataset's bucket and on the file system."""
+    return f"{ARCHIVE_ROOT}/{run}/"
+
+
+def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> int:
+    deployment_type = request.fsx.deployment_type
+    needed_gib = dataset.bytes * CAPACITY_HEADROOM / GIB
+    requested = request.fsx.storage_capacity_gib
+    if requested is None:
+        return round_up_capacity(deployment_type, needed_gib)
+    problems = []
+    if not is_valid_capacity(deployment_type, requested):
+        problems.append(
+            f"{requested} GiB is not a valid {deployment_type} capacity; the nearest valid "
+            f"one above is {round_up_capacity(deployment_type, requested)} GiB"
+        )
+    if requested < needed_gib:
+        problems.append(
+            f"{requested} GiB cannot hold the dataset ({dataset.bytes / GIB:.1f} GiB plus "
+            f"{CAPACITY_HEADROOM - 1:.0%} headroom); use at least "
+            f"{round_up_capacity(deployment_type, needed_gib)} GiB"
+        )
+    if problems:
+        raise RequestInvalid(
+            [{"pointer": "/fsx/storage_capacity_gib", "message": m} for m in problems]
+        )
+    return requested
+
+
+def lustre_configuration(request: TrainingRunRequest) -> dict[str, Any]:
+    """The CreateFileSystem LustreConfiguration: hydrate from the dataset, export to its bucket."""
+    config: dict[str, Any] = {
+        "DeploymentType": str(request.fsx.deployment_type),
+        "ImportPath": request.dataset,
+        # Export maps the file system root to the bucket root, so runs/<run>/ on the file
+        # system is archived to s3://<bucket>/runs/<run>/.
+        "ExportPath": f"s3://{request.bucket}",
+    }
+    if request.fsx.deployment_type is DeploymentType.PERSISTENT_1:
+        config["PerUnitStorageThroughput"] = PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB
+    return config
+
+
+def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
+    """Values of the container environment the state machine passes to every node."""
+    return {
+        "JOB_DIR": FSX_MOUNT_POINT,
+        "SCRATCH_DIR": SCRATCH_DIR,
+        "OUTPUT_DIR": f"{FSX_MOUNT_POINT}/{archive_prefix(run).rstrip('/')}",
+        "BATCH_SIZE": str(request.batch_size),
+        "MPI_GPUS": str(mpi_gpus),
+        "EPOCHS": str(request.epochs),
+        "WARMUP_EPOCHS": str(request.warmup_epochs),
+        "LR_DECAY_MODE": request.lr_decay_mode,
+        "EXTRA_MPI_PARAMS": request.extra_mpi_params,
+        "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
+        "TRAINGRID_RUN": run,
+    }
+
+
+def client_request_token(run: str) -> str:
+    """Idempotency token for CreateFileSystem (≤ 63 chars), so a retried call creates one."""
+    return run[:63]
+
+
+def plan_run(
+    request: TrainingRunRequest,
+    *,
+    run: str,
+    execution_arn: str,
+    dataset: DatasetSize,
+    now: datetime,
+) -> dict[str, Any]:
+    instance = INSTANCE_TYPES[request.instance_type]
+    mpi_gpus = request.nodes * instance.gpus
+    capacity = storage_capacity_gib(request, dataset)
+    limits = {
+        "hydrate_s": request.timeouts.hydrate_minutes * 60,
+        "runnable_s": request.timeouts.runnable_minutes * 60,
+        "training_s": int(request.timeouts.training_hours * 3600),
+        "archive_s": request.timeouts.archive_minutes * 60,
+    }
+    expires_at = now + timedelta(seconds=sum(limits.values())) + EXPIRY_MARGIN
+    compute_per_hour = request.nodes * instance.usd_per_hour
+    fsx_per_hour = capacity * FSX_USD_PER_GB_MONTH[request.fsx.deployment_type] / HOURS_PER_MONTH
+    return {
+        "run": run,
+        "dataset": {
+            "uri": request.dataset,
+            "bucket": request.bucket,
+            "prefix": request.prefix,
+            "objects": dataset.objects,
+            "bytes": dataset.bytes,
+        },
+        "file_system": {
+            "storage_capacity_gib": capacity,
+            "lustre_configuration": lustre_configuration(request),
+            "client_request_token": client_request_token(run),
+            "tags": [
+                {"Key": "Name", "Value": f"traingrid-{run}"},
+                {"Key": "traingrid:run", "Value": run},
+                {"Key": "traingrid:execution", "Value": execution_arn},
+                {"Key": "traingrid:expires-at", "Value": iso(expires_at)},
+            ],
+        },
+        "job": {
+            "name": run,
+            "nodes": request.nodes,
+            "instance_type": instance.name,
+            "gpus_per_node": instance.gpus,
+            "mpi_gpus": mpi_gpus,
+            "vcpus": instance.vcpus,
+            "resource_requirements": [
+                {"Type": "GPU", "Value": str(instance.gpus)},
+                {"Type": "VCPU", "Value": str(instance.vcpus)},
+                {"Type": "MEMORY", "Value": str(instance.memory_mib - NODE_MEMORY_RESERVE_MIB)},
+            ],
+            # Batch's own limit, a safety net should the state machine stop watching.
+            "attempt_duration_s": limits["training_s"] + int(ATTEMPT_MARGIN.total_seconds()),
+            "environment": job_environment(request, run, mpi_gpus),
+        },
+        "archive": {
+            "bucket": request.bucket,
+            "prefix": archive_prefix(run),
+            "file_system_path": archive_prefix(run).rstrip("/"),
+        },
+        "limits": limits,
+        "estimate": {
+            "compute_usd_per_hour": round(compute_per_hour, 2),
+            "fsx_usd_per_hour": round(fsx_per_hour, 2),
+            "max_usd": round(
+                compute_per_hour * request.timeouts.training_hours
+                + fsx_per_hour * sum(limits.values()) / 3600,
+                2,
+            ),
+        },
+    }

@@ -1,0 +1,223 @@
+"""Decisions of the TrainingRun poll loops, from the services' own descriptions.
+
+Pure functions: each takes what a Describe call returned plus the loop's state and returns the
+loop's next state. Elapsed time is the sum of the waits the state machine made, so the loops are
+bounded without trusting any clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from traingrid.errors import (
+    ExportFailed,
+    ExportTimedOut,
+    FileSystemFailed,
+    HydrateTimedOut,
+)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first_s: int
+    factor: float
+    max_s: int
+
+    def wait_after(self, attempt: int) -> int:
+        return int(min(self.max_s, self.first_s * self.factor ** max(attempt - 1, 0)))
+
+
+HYDRATE_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
+TRAINING_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
+EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
+
+
+@dataclass
+class Poll:
+    """Where a poll loop is: checks made, simulated seconds waited, the next wait."""
+
+    attempt: int = 0
+    elapsed_s: int = 0
+    wait_s: int = 0
+
+    @classmethod
+    def of(cls, data: dict[str, Any] | None) -> Poll:
+        data = data or {}
+        return cls(int(data.get("attempt", 0)), int(data.get("elapsed_s", 0)),
+                   int(data.get("wait_s", 0)))
+
+    def advance(self, backoff: Backoff) -> Poll:
+        """The state after one more check: the previous wait has passed."""
+        attempt = self.attempt + 1
+        return Poll(attempt, self.elapsed_s + self.wait_s, backoff.wait_after(attempt))
+
+
+# --- Hydrate -----------------------------------------------------------------------------
+
+
+def check_file_system(
+    description: dict[str, Any], poll: Poll, limit_s: int
+) -> dict[str, Any]:
+    """Next state of the hydrate loop from a DescribeFileSystems entry."""
+    fs_id = description["FileSystemId"]
+    lifecycle = description.get("Lifecycle", "CREATING")
+    poll = poll.advance(HYDRATE_BACKOFF)
+    if lifecycle == "AVAILABLE":
+        lustre = description.get("LustreConfiguration", {})
+        return {
+            "id": fs_id,
+            "lifecycle": lifecycle,
+            "dns_name": description.get("DNSName", ""),
+            "mount_name": lustre.get("MountName", "fsx"),
+            "hydrate_s": poll.elapsed_s,
+            "poll": asdict(poll),
+        }
+    if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+        reason = description.get("FailureDetails", {}).get("Message", "no reason given")
+        raise FileSystemFailed(
+            f"FSx file system {fs_id} is {lifecycle} while hydrating: {reason}. It is being "
+            "deleted. Check that FSx can read the dataset prefix (bucket policy, KMS key) and "
+            "that the subnet and security group allow Lustre traffic (TCP 988, 1018-1023), "
+            "then submit the run again."
+        )
+    if poll.elapsed_s > limit_s:
+        raise HydrateTimedOut(
+            f"FSx file system {fs_id} is still {lifecycle} after {poll.elapsed_s // 60} min "
+            f"(limit timeouts.hydrate_minutes = {limit_s // 60}). It is being deleted. "
+            "Raise the limit for large datasets or check the FSx service health."
+        )
+    return {"id": fs_id, "lifecycle": lifecycle, "poll": asdict(poll)}
+
+
+# --- Train -------------------------------------------------------------------------------
+
+WAITING_FOR_CAPACITY = ("SUBMITTED", "PENDING", "RUNNABLE")
+ON_NODES = ("STARTING", "RUNNING")
+TERMINAL = ("SUCCEEDED", "FAILED")
+
+
+@dataclass
+class JobState:
+    """The training loop's memory between checks (kept in the execution's state)."""
+
+    id: str
+    name: str
+    status: str = "SUBMITTED"
+    poll: Poll = field(default_factory=Poll)
+    waiting_s: int = 0
+    running_s: int = 0
+    started: bool = False
+    terminated: bool = False
+    error: str | None = None
+    cause: str | None = None
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> JobState:
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "poll"}
+        return cls(**fields, poll=Poll.of(data.get("poll")))
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    def as_output(self) -> dict[str, Any]:
+        """The loop's state as the execution carries it (small)."""
+        return asdict(self) | {"done": self.done}
+
+
+def runnable_diagnosis(job: JobState, description: dict[str, Any], plan_job: dict[str, Any],
+                       limit_s: int) -> str:
+    queue = description.get("jobQueue", "?").rsplit("/", 1)[-1]
+    nodes, instance_type = plan_job["nodes"], plan_job["instance_type"]
+    return (
+        f"No capacity for {nodes} × {instance_type} in job queue {queue}: job {job.name} "
+        f"({job.id}) waited {job.waiting_s // 60} min in {description.get('status')} (limit "
+        f"timeouts.runnable_minutes = {limit_s // 60}) and was terminated. Check that the "
+        f"queue's compute environment allows {instance_type} and at least "
+        f"{nodes * plan_job['vcpus']} vCPUs (maxvCpus), your EC2 quota for the instance "
+        "family, and the subnet's capacity; or submit with fewer nodes."
+    )
+
+
+def failure_cause(description: dict[str, Any]) -> str:
+    """Why a Batch job failed, in words: status reason, the node and its exit code, logs."""
+    parts = [f"Batch job {description.get('jobName')} ({description.get('jobId')}) FAILED"]
+    if reason := description.get("statusReason"):
+        parts.append(f"reason: {reason}")
+    attempts = description.get("attempts") or []
+    container = attempts[-1].get("container", {}) if attempts else {}
+    main_node = description.get("nodeProperties", {}).get("mainNode", 0)
+    if "exitCode" in container:
+        parts.append(f"main node {main_node} exited with code {container['exitCode']}")
+    if container.get("reason"):
+        parts.append(f"container: {container['reason']}")
+    if container.get("logStreamName"):
+        parts.append(f"logs: CloudWatch stream {container['logStreamName']}")
+    return "; ".join(parts) + ". Check the training logs, fix the cause and submit the run again."
+
+
+def check_training_job(
+    state: JobState, description: dict[str, Any], plan_job: dict[str, Any],
+    limits: dict[str, int],
+) -> bool:
+    """Advance the training loop's state in place; True when the job must be terminated."""
+    waited = state.poll.wait_s
+    state.status = description["status"]
+    state.poll = state.poll.advance(TRAINING_BACKOFF)
+    if state.status in WAITING_FOR_CAPACITY:
+        state.waiting_s += waited
+    elif state.status in ON_NODES:
+        state.running_s += waited
+        state.started = True
+    else:
+        state.started = state.started or "startedAt" in description
+    if state.error is None:
+        if state.status in WAITING_FOR_CAPACITY and state.waiting_s > limits["runnable_s"]:
+            state.error = "TrainGrid.TrainingJobStuck"
+            state.cause = runnable_diagnosis(state, description, plan_job, limits["runnable_s"])
+        elif state.status in ON_NODES and state.running_s > limits["training_s"]:
+            state.error = "TrainGrid.TrainingTimedOut"
+            state.cause = (
+                f"Batch job {state.name} ({state.id}) ran {state.running_s // 3600} h, over "
+                f"timeouts.training_hours = {limits['training_s'] / 3600:g}, and was "
+                "terminated. Its outputs so far are archived; raise the limit or resume "
+                "from the last checkpoint."
+            )
+        elif state.status == "FAILED":
+            state.error = "TrainGrid.TrainingJobFailed"
+            state.cause = failure_cause(description)
+    return state.error is not None and not state.terminated and not state.done
+
+
+# --- Archive -----------------------------------------------------------------------------
+
+
+def check_export(
+    task: dict[str, Any], poll: Poll, limit_s: int, where: str
+) -> dict[str, Any]:
+    """Next state of the export loop from a DescribeDataRepositoryTasks entry.
+
+    ``where`` says where the artifacts still are, for the failure message.
+    """
+    task_id, lifecycle = task["TaskId"], task["Lifecycle"]
+    poll = poll.advance(EXPORT_BACKOFF)
+    if lifecycle == "SUCCEEDED":
+        report = task.get("Status", {})
+        return {
+            "id": task_id,
+            "lifecycle": lifecycle,
+            "exported": int(report.get("SucceededCount", 0)),
+            "poll": asdict(poll),
+        }
+    if lifecycle in ("FAILED", "CANCELED"):
+        reason = task.get("FailureDetails", {}).get("Message", "no reason given")
+        raise ExportFailed(
+            f"Archive export {task_id} {lifecycle}: {reason}. Nothing was deleted: {where}"
+        )
+    if poll.elapsed_s > limit_s:
+        raise ExportTimedOut(
+            f"Archive export {task_id} still {lifecycle} after {poll.elapsed_s // 60} min "
+            f"(limit timeouts.archive_minutes = {limit_s // 60}). Nothing was deleted: {where}"
+        )
+    return {"id": task_id, "lifecycle": lifecycle, "poll": asdict(poll)}

@@ -1,0 +1,127 @@
+"""The TrainingRun request: the one contract for the API, the CLI and S3 manifests.
+
+``schema/training-run-request.schema.json`` is generated from this model (``make schema``) and a
+test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
+
+# The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
+DEFAULT_EXTRA_MPI_PARAMS = (
+    "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
+    "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
+)
+S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+# Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+# Characters mpirun options may contain; anything else (;|&$`) could escape into a shell.
+MPI_PARAMS_PATTERN = re.compile(r"^[A-Za-z0-9 _.,:=/^+-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FsxOptions(_Strict):
+    deployment_type: DeploymentType = Field(
+        default=DeploymentType.SCRATCH_2,
+        description="FSx for Lustre deployment type (hydrated from S3 with ImportPath).",
+    )
+    storage_capacity_gib: int | None = Field(
+        default=None,
+        ge=1200,
+        le=1_000_000,
+        description="Storage capacity; by default sized from the dataset, rounded up to a "
+        "valid increment (1200, 2400, then steps of 2400 GiB, or 3600 for SCRATCH_1).",
+    )
+
+
+class Timeouts(_Strict):
+    hydrate_minutes: int = Field(default=60, ge=5, le=24 * 60)
+    runnable_minutes: int = Field(
+        default=30, ge=1, le=7 * 24 * 60,
+        description="How long the job may wait for capacity (RUNNABLE) before it is "
+        "terminated and the run fails with a diagnosis.",
+    )
+    training_hours: float = Field(default=72, gt=0, le=14 * 24)
+    archive_minutes: int = Field(default=120, ge=5, le=24 * 60)
+
+
+class TrainingRunRequest(_Strict):
+    """A distributed training run: data in S3, an FSx for Lustre file system, a Batch MNP job."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="TrainingRunRequest",
+        json_schema_extra={"$id": "https://traingrid.dev/schema/training-run-request.json"},
+    )
+
+    dataset: str = Field(
+        max_length=1024,
+        description="S3 URI of the dataset prefix that hydrates the file system.",
+        json_schema_extra={"pattern": S3_PREFIX_PATTERN},
+    )
+    name: str | None = Field(
+        default=None,
+        description="Run name (execution and job name); derived from the trigger when absent.",
+        json_schema_extra={"pattern": RUN_NAME_PATTERN},
+    )
+    nodes: int = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
+    instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
+        default="p3.16xlarge", description="EC2 instance type of every node."
+    )
+    batch_size: int = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
+    epochs: int = Field(default=90, ge=1, le=10_000)
+    warmup_epochs: int = Field(default=10, ge=0, le=10_000)
+    lr_decay_mode: Literal["poly", "cosine", "step", "linear"] = "poly"
+    extra_mpi_params: str = Field(default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096)
+    fsx: FsxOptions = Field(default_factory=FsxOptions)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+
+    @field_validator("dataset")
+    @classmethod
+    def _s3_prefix(cls, value: str) -> str:
+        if not re.fullmatch(S3_PREFIX_PATTERN, value):
+            raise ValueError("must be an S3 URI of a prefix, like s3://my-bucket/imagenet/")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("name")
+    @classmethod
+    def _run_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
+            raise ValueError(
+                "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("extra_mpi_params")
+    @classmethod
+    def _safe_mpi_params(cls, value: str) -> str:
+        if not MPI_PARAMS_PATTERN.fullmatch(value):
+            raise ValueError(
+                "may only contain letters, digits, spaces and _ . , : = / ^ + - "
+                "(it is passed to mpirun, never to a shell)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _warmup_within_epochs(self) -> Self:
+        if self.warmup_epochs >= self.epochs:
+            raise ValueError(
+                f"warmup_epochs ({self.warmup_epochs}) must be less than epochs ({self.epochs})"
+            )
+        return self
+
+    @property
+    def bucket(self) -> str:
+        return self.dataset.removeprefix("s3://").split("/", 1)[0]
+
+    @property
+    def prefix(self) -> str:
+        return self.dataset.removeprefix("s3://").split("/", 1)[1]

@@ -1,0 +1,124 @@
+"""The TrainingRun state machine's Lambda steps: read from AWS, decide with pure domain code,
+act. Handlers call exactly one of these."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import batch, fsx, s3
+from traingrid.errors import ArchiveIncomplete, DatasetNotFound, RequestInvalid
+from traingrid.settings import Settings
+from traingrid.training import polling
+from traingrid.training.plan import MANIFEST_NAME, DatasetSize, plan_run
+from traingrid.training.request import TrainingRunRequest
+from traingrid.validation import parse
+
+
+
+def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
+    objects = total = 0
+    for item in s3.objects_under(bucket, prefix):
+        objects += 1
+        total += item["size"]
+    if not objects:
+        raise DatasetNotFound(
+            f"No objects under s3://{bucket}/{prefix}: upload the dataset there first."
+        )
+    return DatasetSize(objects, total)
+
+
+def plan(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    request = parse(TrainingRunRequest, event.get("request"))
+    data_bucket = settings.data_bucket
+    if request.bucket != data_bucket:
+        raise RequestInvalid([{
+            "pointer": "/dataset",
+            "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
+                       f"s3://{request.bucket}/ is not its data bucket",
+        }])
+    return plan_run(
+        request,
+        run=event["run"],
+        execution_arn=event["execution_arn"],
+        dataset=measure_dataset(request.bucket, request.prefix),
+        now=clock.now(),
+    )
+
+
+def check_file_system(event: dict[str, Any]) -> dict[str, Any]:
+    state = event["file_system"]
+    result = polling.check_file_system(
+        fsx.describe_file_system(state["id"]), polling.Poll.of(state.get("poll")),
+        int(event["limit_s"]),
+    )
+    return {"arn": state.get("arn", "")} | result
+
+
+def check_training_job(event: dict[str, Any]) -> dict[str, Any]:
+    state = polling.JobState.of(event["job"])
+    description = batch.describe_job(state.id)
+    if polling.check_training_job(state, description, event["plan_job"], event["limits"]):
+        batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
+        state.terminated = True
+    return state.as_output()
+
+
+def artifacts_location(plan: dict[str, Any], file_system: dict[str, Any]) -> str:
+    archive = plan["archive"]
+    return (
+        f"the outputs are on FSx file system {file_system['id']} under "
+        f"/{archive['file_system_path']} (mount {file_system.get('dns_name', '?')}@tcp:/"
+        f"{file_system.get('mount_name', '?')}); partial copies may be in "
+        f"s3://{archive['bucket']}/{archive['prefix']}"
+    )
+
+
+def check_export(event: dict[str, Any]) -> dict[str, Any]:
+    state, plan = event["export"], event["plan"]
+    return polling.check_export(
+        fsx.describe_export_task(state["id"]), polling.Poll.of(state.get("poll")),
+        int(plan["limits"]["archive_s"]), artifacts_location(plan, event["file_system"]),
+    )
+
+
+def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
+    """Verify the export landed in S3 and write the manifest of every archived object."""
+    plan, export, job = event["plan"], event["export"], event["job"]
+    bucket, prefix = plan["archive"]["bucket"], plan["archive"]["prefix"]
+    manifest_key = prefix + MANIFEST_NAME
+    objects = [o for o in s3.objects_under(bucket, prefix) if o["key"] != manifest_key]
+    exported = int(export.get("exported", 0))
+    if exported and not objects:
+        raise ArchiveIncomplete(
+            f"The export reported {exported} file(s) but s3://{bucket}/{prefix} is empty. "
+            f"Nothing was deleted: {artifacts_location(plan, event['file_system'])}"
+        )
+    total = sum(o["size"] for o in objects)
+    uri = s3.write_json(bucket, manifest_key, {
+        "run": plan["run"],
+        "dataset": plan["dataset"]["uri"],
+        "job": {"id": job["id"], "status": job["status"]},
+        "file_system_id": event["file_system"]["id"],
+        "export_task_id": export["id"],
+        "archived_at": clock.iso(clock.now()),
+        "object_count": len(objects),
+        "total_bytes": total,
+        "objects": objects,
+    })
+    return {"manifest": uri, "objects": len(objects), "bytes": total}
+
+
+def retain_file_system(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Keep the file system whose archive failed: tag its new expiry, say where the data is."""
+    file_system, plan = event["file_system"], event["plan"]
+    expires_at = clock.iso(clock.now() + timedelta(days=settings.retention_days))
+    fsx.tag_file_system(file_system["arn"], {
+        "traingrid:expires-at": expires_at, "traingrid:retained": "archive-failed",
+    })
+    return {
+        "file_system_id": file_system["id"],
+        "expires_at": expires_at,
+        "where": artifacts_location(plan, file_system),
+    }

@@ -1,0 +1,68 @@
+"""Start a TrainingRun from a manifest uploaded to the data bucket.
+
+``<prefix>/manifest.json`` asks for a run over ``<prefix>/``; its JSON holds the request's
+fields (all optional but none unknown). The execution is named from the object, so S3's
+at-least-once delivery never starts a run twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traingrid.aws import s3, stepfunctions
+from traingrid.errors import RequestInvalid
+from traingrid.naming import prefix_of, run_name_for_object
+from traingrid.observability import logger, metrics
+from traingrid.settings import TriggerSettings
+from traingrid.training.plan import ARCHIVE_ROOT, MANIFEST_NAME
+from traingrid.training.request import TrainingRunRequest
+from traingrid.validation import parse
+
+
+def request_from_manifest(manifest: Any, bucket: str, key: str) -> TrainingRunRequest:
+    source = f"manifest s3://{bucket}/{key}"
+    if not isinstance(manifest, dict):
+        return parse(TrainingRunRequest, manifest, source)  # raises with the reason
+    defaults = {"dataset": f"s3://{bucket}/{prefix_of(key)}"}
+    return parse(TrainingRunRequest, defaults | manifest, source)
+
+
+def read_manifest(bucket: str, key: str) -> Any:
+    try:
+        return s3.read_json(bucket, key)
+    except ValueError as error:
+        raise RequestInvalid(
+            [{"pointer": "", "message": f"not a JSON document: {error}"}],
+            f"manifest s3://{bucket}/{key}",
+        ) from None
+
+
+def start_from_upload(
+    bucket: str, key: str, etag: str, settings: TriggerSettings
+) -> dict[str, Any]:
+    """Start (or find) the run an uploaded manifest asks for; reject it with every reason."""
+    if key.startswith(f"{ARCHIVE_ROOT}/") or key.rpartition("/")[2] != MANIFEST_NAME:
+        # runs/<run>/manifest.json is an archive's own manifest, not a request.
+        return {"status": "ignored", "key": key}
+    try:
+        request = request_from_manifest(read_manifest(bucket, key), bucket, key)
+    except RequestInvalid as invalid:
+        logger.warning("manifest rejected; nothing started", extra={
+            "bucket": bucket, "key": key, "problems": invalid.problems})
+        metrics.add_metric(name="ManifestRejected", unit="Count", value=1)
+        return {"status": "rejected", "key": key, "reason": invalid.message,
+                "problems": invalid.problems}
+    name = request.name or run_name_for_object(bucket, key, etag)
+    execution = stepfunctions.start_named_execution(
+        settings.training_run_state_machine_arn,
+        name,
+        {
+            "request": request.model_dump(mode="json", exclude_none=True),
+            "trigger": {"source": "s3", "bucket": bucket, "key": key, "etag": etag},
+        },
+    )
+    status = "started" if execution["started"] else "duplicate"
+    logger.info(f"run {name} {status}", extra={"execution_arn": execution["execution_arn"]})
+    metrics.add_metric(name="RunStarted" if execution["started"] else "DuplicateTrigger",
+                       unit="Count", value=1)
+    return {"status": status, "name": name, "execution_arn": execution["execution_arn"]}

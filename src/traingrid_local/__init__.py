@@ -1,0 +1,4 @@
+"""Local-only TrainGrid: the embedded emulator, the demo and the ``traingrid`` CLI.
+
+Never shipped in the Lambda layer.
+"""

@@ -1,0 +1,201 @@
+"""Adaptation (moto 5.2.5): AWS Batch multi-node jobs that queue, start, run and end over
+simulated time.
+
+With ``{"batch": {"use_docker": False}}`` moto marks a job SUCCEEDED the moment it is
+submitted, ignores ``nodeOverrides``, and describes no node or exit details. Here a job moves
+SUBMITTED → PENDING → RUNNABLE → STARTING → RUNNING → SUCCEEDED/FAILED on the clock, honours
+the per-run node count and environment, reports ``statusReason``, attempts with exit codes and
+``nodeProperties``, and ``TerminateJob`` ends it FAILED with the given reason. Faults:
+``batch-job-failed`` (main node exits 1 after some training) and ``stuck-runnable``.
+When a job ends, the emulated container's outputs land on its FSx file system.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from moto.batch.models import Job, JobDefinition
+from moto.batch.responses import BatchResponse
+from moto.batch_simple.models import BatchSimpleBackend
+from moto.moto_api._internal.managed_state_model import ManagedState
+
+from traingrid_local.emulator import faults, workload
+from traingrid_local.emulator.clock import CLOCK
+
+# Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
+QUEUE_TIMELINE = (("SUBMITTED", 5), ("PENDING", 10), ("RUNNABLE", 120), ("STARTING", 180))
+TRAINING_SECONDS = 6 * 3600
+FAILING_AFTER_SECONDS = 20 * 60
+MAIN_NODE_EXIT_CODE = 1
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+@dataclass
+class SimulatedJob:
+    """One job's simulated life, decided at submission."""
+
+    submitted_at: datetime
+    environment: dict[str, str]
+    num_nodes: int
+    instance_type: str | None
+    stuck: bool
+    fails: bool
+    training_seconds: float
+    status: str = "SUBMITTED"
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def advance(self, job: Job) -> str:
+        with self.lock:
+            if self.status in ("SUCCEEDED", "FAILED"):
+                return self.status
+            now = CLOCK.now()
+            if job.stop:
+                self._finish(job, now, succeeded=False, reason=job.job_stopped_reason,
+                             exit_code=143 if self.started_at else None)
+                return self.status
+            elapsed = (now - self.submitted_at).total_seconds()
+            for status, seconds in QUEUE_TIMELINE:
+                if elapsed < seconds or (status == "RUNNABLE" and self.stuck):
+                    self.status = status
+                    return status
+                elapsed -= seconds
+            if self.started_at is None:
+                self.started_at = now - timedelta(seconds=elapsed)
+            run_for = FAILING_AFTER_SECONDS if self.fails else self.training_seconds
+            if elapsed < run_for:
+                self.status = "RUNNING"
+                return self.status
+            end = self.started_at + timedelta(seconds=run_for)
+            if self.fails:
+                self._finish(job, end, succeeded=False, exit_code=MAIN_NODE_EXIT_CODE,
+                             reason="Essential container in task exited")
+            else:
+                self._finish(job, end, succeeded=True, exit_code=0)
+            return self.status
+
+    def _finish(self, job: Job, at: datetime, *, succeeded: bool, exit_code: int | None,
+                reason: str | None = None) -> None:
+        self.status = "SUCCEEDED" if succeeded else "FAILED"
+        self.stopped_at, self.exit_code, self.reason = at, exit_code, reason
+        ran = (at - self.started_at).total_seconds() if self.started_at else 0.0
+        workload.write_outputs(
+            job.backend.account_id, job.backend.region_name, self.environment,
+            succeeded=succeeded, exit_code=exit_code, ran_seconds=ran,
+        )
+
+    def describe(self, job: Job, base: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base, status=self.status, createdAt=_ms(self.submitted_at))
+        out.pop("stoppedAt", None)
+        node_properties = dict(job.job_definition.node_properties or {})
+        node_properties["numNodes"] = self.num_nodes
+        out["nodeProperties"] = node_properties
+        stream = f"{job.job_definition.name}/default/{job.job_id}"
+        container: dict[str, Any] = {"logStreamName": stream}
+        if self.started_at:
+            out["startedAt"] = _ms(self.started_at)
+        if self.stopped_at:
+            out["stoppedAt"] = _ms(self.stopped_at)
+            if self.exit_code is not None:
+                container["exitCode"] = self.exit_code
+            if self.reason:
+                out["statusReason"] = self.reason
+                container["reason"] = self.reason
+        out["container"] = container
+        out["attempts"] = [] if not self.started_at else [{
+            "container": container,
+            "startedAt": _ms(self.started_at),
+            **({"stoppedAt": _ms(self.stopped_at)} if self.stopped_at else {}),
+            **({"statusReason": self.reason} if self.reason else {}),
+        }]
+        return out
+
+
+def _job_environment(job_definition: JobDefinition, overrides: dict[str, Any]) -> dict[str, str]:
+    node_ranges = (job_definition.node_properties or {}).get("nodeRangeProperties", [])
+    env = {e["name"]: e["value"] for r in node_ranges
+           for e in r.get("container", {}).get("environment", [])}
+    for override in overrides.get("nodePropertyOverrides", []):
+        for item in override.get("containerOverrides", {}).get("environment", []):
+            env[item["name"]] = item["value"]
+    return env
+
+
+def _instance_type(overrides: dict[str, Any]) -> str | None:
+    for override in overrides.get("nodePropertyOverrides", []):
+        if found := override.get("containerOverrides", {}).get("instanceType"):
+            return found
+    return None
+
+
+# --- moto hooks -------------------------------------------------------------------------
+
+_original_submit = BatchResponse.submitjob
+_original_describe = Job.describe
+
+
+def _register_without_finishing(self: BatchSimpleBackend, include_start_attempt: bool,
+                                job: Job) -> None:
+    self.backend._jobs[job.job_id] = job
+
+
+def _submitjob(self: BatchResponse) -> str:
+    result = _original_submit(self)
+    job = self.batch_backend.get_job_by_id(json.loads(result)["jobId"])
+    overrides = self._get_param("nodeOverrides") or {}
+    node_properties = job.job_definition.node_properties or {}
+    job.simulated = SimulatedJob(
+        submitted_at=CLOCK.now(),
+        environment=_job_environment(job.job_definition, overrides),
+        num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
+        instance_type=_instance_type(overrides),
+        stuck=faults.CURRENT.on("stuck-runnable"),
+        fails=faults.CURRENT.on("batch-job-failed"),
+        training_seconds=TRAINING_SECONDS,
+    )
+    return result
+
+
+def _status(self: Job) -> str | None:
+    simulated = self.__dict__.get("simulated")
+    if simulated is None:
+        return ManagedState.status.fget(self)
+    return simulated.advance(self)
+
+
+def _set_status(self: Job, value: str) -> None:
+    self._status = value
+
+
+def _describe(self: Job) -> dict[str, Any]:
+    base = _original_describe(self)
+    simulated = self.__dict__.get("simulated")
+    return base if simulated is None else simulated.describe(self, base)
+
+
+def _job_definition_describe(self: JobDefinition) -> dict[str, Any]:
+    out = _original_job_definition_describe(self)
+    if self.node_properties is not None:
+        out["nodeProperties"] = self.node_properties
+    return out
+
+
+_original_job_definition_describe = JobDefinition.describe
+
+
+def apply() -> None:
+    BatchSimpleBackend._mark_job_as_finished = _register_without_finishing
+    BatchResponse.submitjob = _submitjob
+    Job.status = property(_status, _set_status)
+    Job.describe = _describe
+    JobDefinition.describe = _job_definition_describe

@@ -1,0 +1,69 @@
+"""Adaptation (moto 5.2.5): CloudFormation creates what our template declares, as AWS does.
+
+- ``AWS::Lambda::Function`` keeps its ``Layers`` (moto drops them);
+- ``AWS::Lambda::LayerVersion`` has a physical id, so ``Ref`` yields its ARN;
+- ``AWS::S3::Bucket`` honours ``NotificationConfiguration.EventBridgeConfiguration``;
+- ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
+  retry strategy (moto forces ``container`` and requires a retry strategy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moto.awslambda.models import LambdaFunction, LayerVersion
+from moto.batch.models import JobDefinition, batch_backends
+from moto.batch.utils import lowercase_first_key
+from moto.s3.models import FakeBucket
+
+_original_function_create = LambdaFunction.create_from_cloudformation_json.__func__
+_original_bucket_create = FakeBucket.create_from_cloudformation_json.__func__
+
+
+def _function_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                     account_id: str, region_name: str, **kwargs: Any) -> LambdaFunction:
+    fn = _original_function_create(cls, resource_name, cloudformation_json, account_id,
+                                   region_name, **kwargs)
+    if layers := cloudformation_json["Properties"].get("Layers"):
+        fn.layers = fn._get_layers_data(layers)
+    return fn
+
+
+def _bucket_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                   account_id: str, region_name: str, **kwargs: Any) -> FakeBucket:
+    bucket = _original_bucket_create(cls, resource_name, cloudformation_json, account_id,
+                                     region_name, **kwargs)
+    notification = cloudformation_json["Properties"].get("NotificationConfiguration", {})
+    enabled = notification.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled")
+    if str(enabled).lower() == "true":
+        bucket.set_notification_configuration({"EventBridgeConfiguration": {}})
+    return bucket
+
+
+def _job_definition_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                           account_id: str, region_name: str, **kwargs: Any) -> JobDefinition:
+    props = cloudformation_json["Properties"]
+
+    def lowered(name: str) -> Any:
+        return lowercase_first_key(props[name]) if name in props else None
+
+    return batch_backends[account_id][region_name].register_job_definition(
+        def_name=props.get("JobDefinitionName", resource_name),
+        parameters=props.get("Parameters", {}),
+        _type=props.get("Type", "container"),
+        tags=props.get("Tags", {}),
+        retry_strategy=lowered("RetryStrategy"),
+        container_properties=lowered("ContainerProperties"),
+        node_properties=lowered("NodeProperties"),
+        eks_properties=lowered("EksProperties"),
+        timeout=lowered("Timeout") or {},
+        platform_capabilities=props.get("PlatformCapabilities"),
+        propagate_tags=props.get("PropagateTags"),
+    )
+
+
+def apply() -> None:
+    LambdaFunction.create_from_cloudformation_json = classmethod(_function_create)
+    LayerVersion.physical_resource_id = property(lambda self: self.arn)
+    FakeBucket.create_from_cloudformation_json = classmethod(_bucket_create)
+    JobDefinition.create_from_cloudformation_json = classmethod(_job_definition_create)

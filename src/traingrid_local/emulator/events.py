@@ -1,0 +1,86 @@
+"""Adaptation (moto 5.2.5): EventBridge rules deliver to Lambda and Step Functions targets.
+
+moto's S3 sends "Object Created" events to EventBridge, but its rules deliver only to SQS,
+logs, archives and buses; a Lambda or Step Functions target raises and silently stops the
+delivery to every later rule. Here those two target types are delivered (Lambda invoked
+asynchronously in-process, Step Functions started), each target on its own so one failure
+cannot hide another, with ``Input``/``InputPath`` honoured. S3 events are also given the shape
+AWS sends: a unique ``id``, an ISO ``time`` and ``detail.object.etag``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from moto.awslambda.utils import get_backend as lambda_backend
+from moto.events.models import Rule
+from moto.stepfunctions.responses import get_backend as stepfunctions_backend
+from moto.utilities.arns import parse_arn
+
+log = logging.getLogger(__name__)
+_original_send = Rule.send_to_targets
+
+
+def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
+    event = copy.deepcopy(event)
+    if isinstance(event.get("time"), int | float):
+        moment = datetime.fromtimestamp(event["time"], UTC)
+        event["time"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event["id"] = str(uuid.uuid4())
+    obj = event.get("detail", {}).get("object", {})
+    if "eTag" in obj:
+        obj["etag"] = obj.pop("eTag")
+    return event
+
+
+def _payload(target: dict[str, Any], event: dict[str, Any]) -> Any:
+    if "Input" in target:
+        return json.loads(target["Input"])
+    if "InputPath" in target:
+        from jsonpath_ng.ext import parse
+
+        found = parse(target["InputPath"]).find(event)
+        return found[0].value if found else None
+    return event
+
+
+def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
+    arn = parse_arn(target["Arn"])
+    body = json.dumps(_payload(target, event))
+    if arn.service == "lambda":
+        lambda_backend(arn.account, arn.region).invoke(
+            target["Arn"], None, body, {"x-amz-invocation-type": "Event"}, {}
+        )
+    else:
+        stepfunctions_backend(arn.account, arn.region).start_execution(
+            target["Arn"], name=str(uuid.uuid4()), execution_input=body
+        )
+
+
+def _send_to_targets(self: Rule, original_event: dict[str, Any],
+                     transform_input: bool = True) -> None:
+    event = as_aws_sends_it(original_event)
+    if not self.event_pattern.matches_event(event):
+        return
+    others = []
+    for target in self.targets:
+        if parse_arn(target["Arn"]).service not in ("lambda", "states"):
+            others.append(target)
+            continue
+        try:
+            deliver(target, event)
+        except Exception:  # noqa: BLE001 - delivery is asynchronous on AWS too
+            log.exception("EventBridge delivery to %s failed", target["Arn"])
+    if others:
+        rest = copy.copy(self)
+        rest.targets = others
+        _original_send(rest, event, transform_input)
+
+
+def apply() -> None:
+    Rule.send_to_targets = _send_to_targets

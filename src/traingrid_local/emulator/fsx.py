@@ -1,0 +1,213 @@
+"""Adaptation (moto 5.2.5): FSx for Lustre file systems that hydrate, hold files and export.
+
+moto's FSx never leaves a create call's state (no ``Lifecycle``), drops ``ImportPath`` and
+``ExportPath``, ignores ``ClientRequestToken``, and has no data repository tasks. Here:
+
+- ``Lifecycle`` is CREATING, then AVAILABLE after ``HYDRATE_SECONDS`` of simulated time (or
+  FAILED with ``FailureDetails`` under the ``fsx-create-failed`` fault);
+- ``LustreConfiguration.DataRepositoryConfiguration`` echoes Import/ExportPath, with a MountName;
+- a repeated ``ClientRequestToken`` returns the file system it created, as FSx does;
+- each file system holds files (``files``: path → bytes) that the emulated training job writes;
+- ``CreateDataRepositoryTask``/``DescribeDataRepositoryTasks`` run EXPORT_TO_REPOSITORY tasks,
+  PENDING → EXECUTING → SUCCEEDED (or FAILED under ``export-failed``), and on success the
+  exported files really appear in S3 under the export path.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from datetime import datetime
+from typing import Any
+
+from moto.core.exceptions import JsonRESTError
+from moto.fsx.exceptions import FileSystemNotFound
+from moto.fsx.models import FileSystem, FSxBackend
+from moto.fsx.responses import FSxResponse
+from moto.s3.models import s3_backends
+
+from traingrid_local.emulator import faults
+from traingrid_local.emulator.clock import CLOCK
+
+HYDRATE_SECONDS = 8 * 60
+EXPORT_PENDING_SECONDS = 20
+EXPORT_SECONDS = 4 * 60
+_LOCK = threading.Lock()
+
+
+def _age(since: datetime) -> float:
+    return (CLOCK.now() - since).total_seconds()
+
+
+# --- File systems ----------------------------------------------------------------------------
+
+_original_init = FileSystem.__init__
+_original_to_dict = FileSystem.to_dict
+_original_create = FSxBackend.create_file_system
+
+
+def _init(self: FileSystem, *args: Any, **kwargs: Any) -> None:
+    _original_init(self, *args, **kwargs)
+    self.created_at = CLOCK.now()
+    self.files = {}
+    self.fails_hydrating = faults.CURRENT.on("fsx-create-failed")
+    lustre = self.lustre_configuration
+    if lustre is not None:
+        repository = {k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
+        if repository:
+            repository["Lifecycle"] = "AVAILABLE"
+            lustre["DataRepositoryConfiguration"] = repository
+        lustre.setdefault(
+            "MountName", "fsx" if lustre.get("DeploymentType") == "SCRATCH_1"
+            else secrets.token_hex(4)
+        )
+
+
+def lifecycle(fs: FileSystem) -> str:
+    if _age(fs.created_at) < HYDRATE_SECONDS:
+        return "CREATING"
+    return "FAILED" if fs.fails_hydrating else "AVAILABLE"
+
+
+def _to_dict(self: FileSystem) -> dict[str, Any]:
+    out = _original_to_dict(self)
+    out["Lifecycle"] = lifecycle(self)
+    out["CreationTime"] = self.created_at.timestamp()
+    out["OwnerId"] = self.backend.account_id
+    if out["Lifecycle"] == "FAILED":
+        out["FailureDetails"] = {
+            "Message": "Unable to import the data repository: access denied to the "
+                       "import path (simulated fault fsx-create-failed)"
+        }
+    return out
+
+
+def _create_file_system(self: FSxBackend, client_request_token: str | None = None,
+                        **kwargs: Any) -> FileSystem:
+    with _LOCK:
+        tokens = self.__dict__.setdefault("tokens", {})
+        if client_request_token and client_request_token in tokens:
+            existing = self.file_systems.get(tokens[client_request_token])
+            if existing is not None:
+                return existing
+        fs = _original_create(self, client_request_token=client_request_token, **kwargs)
+        if client_request_token:
+            tokens[client_request_token] = fs.file_system_id
+        return fs
+
+
+def export_path(fs: FileSystem) -> str | None:
+    repository = (fs.lustre_configuration or {}).get("DataRepositoryConfiguration", {})
+    return repository.get("ExportPath")
+
+
+# --- Data repository tasks ----------------------------------------------------------------
+
+
+class ExportTask:
+    def __init__(self, backend: FSxBackend, fs: FileSystem, paths: list[str],
+                 token: str | None) -> None:
+        self.task_id = "task-" + secrets.token_hex(9)
+        self.fs_id = fs.file_system_id
+        self.paths = [p.strip("/") for p in paths] or [""]
+        self.token = token
+        self.created_at = CLOCK.now()
+        self.fails = faults.CURRENT.on("export-failed")
+        self.arn = f"arn:aws:fsx:{backend.region_name}:{backend.account_id}:task/{self.task_id}"
+        self.exported: int | None = None
+        self.backend = backend
+
+    def lifecycle(self) -> str:
+        age = _age(self.created_at)
+        if age < EXPORT_PENDING_SECONDS:
+            return "PENDING"
+        if age < EXPORT_PENDING_SECONDS + EXPORT_SECONDS:
+            return "EXECUTING"
+        if self.fails:
+            return "FAILED"
+        if self.exported is None:
+            self.exported = self._export()
+        return "SUCCEEDED"
+
+    def _export(self) -> int:
+        """Copy the file system's files under ``paths`` to S3 below its ExportPath."""
+        fs = self.backend.file_systems.get(self.fs_id)
+        if fs is None:
+            return 0
+        bucket, _, root = (export_path(fs) or "").removeprefix("s3://").partition("/")
+        s3 = s3_backends[self.backend.account_id]["aws"]
+        selected = {
+            path: data for path, data in fs.files.items()
+            if any(p == "" or path == p or path.startswith(p + "/") for p in self.paths)
+        }
+        for path, data in sorted(selected.items()):
+            key = f"{root.strip('/')}/{path}".lstrip("/")
+            s3.put_object(bucket, key, data)
+        return len(selected)
+
+    def to_dict(self) -> dict[str, Any]:
+        state = self.lifecycle()
+        out: dict[str, Any] = {
+            "TaskId": self.task_id, "Lifecycle": state, "Type": "EXPORT_TO_REPOSITORY",
+            "CreationTime": self.created_at.timestamp(), "ResourceARN": self.arn,
+            "FileSystemId": self.fs_id, "Paths": self.paths, "Report": {"Enabled": False},
+        }
+        if state == "FAILED":
+            out["FailureDetails"] = {
+                "Message": "Export to the data repository failed: S3 returned AccessDenied "
+                           "(simulated fault export-failed)"
+            }
+        if state == "SUCCEEDED":
+            out["Status"] = {"TotalCount": self.exported, "SucceededCount": self.exported,
+                             "FailedCount": 0}
+        return out
+
+
+def create_data_repository_task(self: FSxBackend, file_system_id: str, task_type: str,
+                                paths: list[str], token: str | None) -> ExportTask:
+    fs = self.file_systems.get(file_system_id)
+    if fs is None:
+        raise FileSystemNotFound(file_system_id)
+    if task_type != "EXPORT_TO_REPOSITORY":
+        raise JsonRESTError("BadRequest", f"the emulator supports EXPORT_TO_REPOSITORY only, "
+                                          f"not {task_type}")
+    tasks: dict[str, ExportTask] = self.__dict__.setdefault("export_tasks", {})
+    for task in tasks.values():
+        if token and task.token == token and task.fs_id == file_system_id:
+            return task
+        if task.fs_id == file_system_id and task.lifecycle() in ("PENDING", "EXECUTING"):
+            raise JsonRESTError("DataRepositoryTaskExecuting",
+                                f"task {task.task_id} is still running on {file_system_id}")
+    task = ExportTask(self, fs, paths, token)
+    tasks[task.task_id] = task
+    return task
+
+
+def _response_create_task(self: FSxResponse) -> str:
+    params = json.loads(self.body)
+    task = self.fsx_backend.create_data_repository_task(
+        params["FileSystemId"], params["Type"], params.get("Paths", []),
+        params.get("ClientRequestToken"),
+    )
+    return json.dumps({"DataRepositoryTask": task.to_dict()})
+
+
+def _response_describe_tasks(self: FSxResponse) -> str:
+    params = json.loads(self.body)
+    tasks = self.fsx_backend.__dict__.get("export_tasks", {})
+    wanted = params.get("TaskIds")
+    if wanted and (missing := [t for t in wanted if t not in tasks]):
+        raise JsonRESTError("DataRepositoryTaskNotFound", f"no task {missing[0]}")
+    selected = [tasks[t] for t in wanted] if wanted else list(tasks.values())
+    return json.dumps({"DataRepositoryTasks": [t.to_dict() for t in selected]})
+
+
+def apply() -> None:
+    FileSystem.__init__ = _init
+    FileSystem.to_dict = _to_dict
+    FSxBackend.create_file_system = _create_file_system
+    FSxBackend.create_data_repository_task = create_data_repository_task
+    # moto routes X-Amz-Target operations to same-named response methods.
+    FSxResponse.create_data_repository_task = _response_create_task
+    FSxResponse.describe_data_repository_tasks = _response_describe_tasks

@@ -1,0 +1,63 @@
+"""What the emulated training container does: it writes its outputs to the run's FSx file
+system, as the real job writes to ``$OUTPUT_DIR`` on the Lustre mount.
+
+The outputs are small stand-ins (a checkpoint, metrics, the main node's log), enough for the
+archive, its verification and its manifest to work on real files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from moto.fsx.models import fsx_backends
+
+# The seed's throughput: ~100k images/s on 160 V100s.
+IMAGES_PER_SECOND_PER_GPU = 625
+
+
+def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
+    for fs in fsx_backends[account_id][region].file_systems.values():
+        if fs.dns_name == dns_name:
+            return fs
+    return None
+
+
+def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
+            ran_seconds: float) -> dict[str, bytes]:
+    """Files (relative to OUTPUT_DIR) a run leaves behind."""
+    gpus = int(env.get("MPI_GPUS", "0") or 0)
+    log = [
+        f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} train.py "
+        f"--num_epochs {env.get('EPOCHS')} -b {env.get('BATCH_SIZE')} "
+        f"--lr_decay_mode {env.get('LR_DECAY_MODE')} --warmup_epochs {env.get('WARMUP_EPOCHS')}",
+        f"trained {ran_seconds / 3600:.2f} h at {gpus * IMAGES_PER_SECOND_PER_GPU} images/s",
+        f"exit code {exit_code}",
+    ]
+    files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
+    if ran_seconds > 0:
+        seed = env.get("TRAINGRID_RUN", "run").encode()
+        files["checkpoints/latest.ckpt"] = hashlib.sha256(seed).digest() * 512
+    if succeeded:
+        files["model/final.ckpt"] = hashlib.sha256(seed + b"final").digest() * 2048
+        files["metrics.json"] = json.dumps({
+            "epochs": int(env.get("EPOCHS", "0") or 0),
+            "gpus": gpus,
+            "images_per_second": gpus * IMAGES_PER_SECOND_PER_GPU,
+            "top1_accuracy": 0.759,
+        }).encode()
+    return files
+
+
+def write_outputs(account_id: str, region: str, env: dict[str, str], **result: Any) -> int:
+    """Write the run's outputs to its file system; returns how many files were written."""
+    fs = _file_system_by_dns(account_id, region, env.get("FSX_DNS_NAME", ""))
+    if fs is None:
+        return 0
+    mount = env.get("FSX_MOUNT_POINT", "/fsx").rstrip("/")
+    root = env.get("OUTPUT_DIR", f"{mount}/output").removeprefix(mount).strip("/")
+    produced = outputs(env, **result)
+    for name, data in produced.items():
+        fs.files[f"{root}/{name}"] = data
+    return len(produced)

@@ -1,0 +1,193 @@
+"""Fixtures for the multi-node parallel (MNP) node entrypoint tests.
+
+The entrypoint is a standalone script (containers/mnp/entrypoint.py), not a package module:
+unit tests load it with importlib, process tests run it with the current interpreter.
+"""
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ENTRYPOINT = Path(__file__).resolve().parents[2] / "containers" / "mnp" / "entrypoint.py"
+
+# Ambient variables that would change the entrypoint's behaviour; removed from child envs.
+_AMBIENT_PREFIXES = ("AWS_BATCH_", "TRAINGRID_", "FSX_")
+_AMBIENT_NAMES = {"MPI_GPUS", "EXTRA_MPI_PARAMS", "NCCL_SOCKET_IFNAME"}
+
+PROCESS_TIMEOUT = 15.0
+
+
+@pytest.fixture(scope="session")
+def mnp() -> ModuleType:
+    """The entrypoint script imported as a module."""
+    spec = importlib.util.spec_from_file_location("traingrid_mnp_entrypoint", ENTRYPOINT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Node:
+    index: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def wait(self, timeout: float = PROCESS_TIMEOUT) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class Cluster:
+    """Starts entrypoint processes on 127.0.0.1 that rendezvous on one free port."""
+
+    tmp_path: Path
+    port: int
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def hostfile(self) -> Path:
+        return self.tmp_path / "hostfile"
+
+    def env(
+        self, index: int, num_nodes: int, overrides: Mapping[str, str | None] | None = None
+    ) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(_AMBIENT_PREFIXES) and key not in _AMBIENT_NAMES
+        }
+        env.update(
+            AWS_BATCH_JOB_NODE_INDEX=str(index),
+            AWS_BATCH_JOB_NUM_NODES=str(num_nodes),
+            AWS_BATCH_JOB_MAIN_NODE_INDEX="0",
+            AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS="127.0.0.1",
+            TRAINGRID_RENDEZVOUS_PORT=str(self.port),
+            TRAINGRID_RENDEZVOUS_BIND="127.0.0.1",
+            TRAINGRID_RENDEZVOUS_TIMEOUT="10",
+            TRAINGRID_GPUS="2",
+            TRAINGRID_NVIDIA_SMI="",
+            TRAINGRID_HOSTFILE=str(self.hostfile),
+            TRAINGRID_START_SSHD="0",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        for key, value in (overrides or {}).items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+    def start(
+        self,
+        index: int,
+        num_nodes: int,
+        env: Mapping[str, str | None] | None = None,
+        args: Sequence[str] = (),
+    ) -> Node:
+        log_path = self.tmp_path / f"node{index}.log"
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, str(ENTRYPOINT), *args],
+                env=self.env(index, num_nodes, env),
+                cwd=self.tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        node = Node(index, proc, log_path)
+        self.nodes.append(node)
+        return node
+
+    def start_all(self, num_nodes: int, env: Mapping[str, str | None] | None = None) -> list[Node]:
+        """Start the workers first (they retry until the main node listens), then the main."""
+        workers = [self.start(i, num_nodes, env) for i in range(num_nodes - 1, 0, -1)]
+        return [self.start(0, num_nodes, env), *reversed(workers)]
+
+    def run(
+        self,
+        index: int,
+        num_nodes: int,
+        env: Mapping[str, str | None] | None = None,
+        args: Sequence[str] = (),
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one node to completion and capture its output."""
+        return subprocess.run(
+            [sys.executable, str(ENTRYPOINT), *args],
+            env=self.env(index, num_nodes, env),
+            cwd=self.tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                node.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.proc.wait(timeout=5)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, free_port: int) -> Iterator[Cluster]:
+    nodes = Cluster(tmp_path, free_port)
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Create an executable script in a bin directory; returns the directory."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+
+    def make(name: str, body: str) -> Path:
+        script = bin_dir / name
+        script.write_text(f"#!{sys.executable}\n{body}")
+        script.chmod(0o755)
+        return bin_dir
+
+    return make
+
+
+@pytest.fixture
+def fake_dev16(tmp_path: Path) -> Path:
+    """A /dev with 16 GPUs plus the NVIDIA control devices that are not GPUs."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in [f"nvidia{i}" for i in range(16)] + [
+        "nvidiactl",
+        "nvidia-uvm",
+        "nvidia-uvm-tools",
+        "nvidia-modeset",
+        "null",
+    ]:
+        (dev / name).touch()
+    (dev / "nvidia-caps").mkdir()
+    return dev

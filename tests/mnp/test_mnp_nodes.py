@@ -1,0 +1,403 @@
+"""Run the MNP node entrypoint as real local processes: rendezvous on 127.0.0.1, fake launchers.
+
+Every node is ``sys.executable containers/mnp/entrypoint.py`` with AWS Batch's variables set;
+the ``cluster`` fixture picks a free port and kills whatever is left at the end.
+"""
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+EXIT_CONFIG = 64
+EXIT_MOUNT = 65
+EXIT_RENDEZVOUS = 66
+EXIT_MAIN_LOST = 67
+EXIT_SSHD = 69
+
+# Traps SIGTERM, records it and exits 42; READY is written once the trap is in place.
+TRAPPING_LAUNCHER = """\
+import os, signal, sys, time
+from pathlib import Path
+
+def on_term(signum, frame):
+    Path(os.environ["MARKER"]).write_text(signal.Signals(signum).name)
+    sys.exit(42)
+
+signal.signal(signal.SIGTERM, on_term)
+Path(os.environ["READY"]).write_text("ready")
+time.sleep(20)
+Path(os.environ["MARKER"]).write_text("never signalled")
+"""
+
+# Records its arguments and environment (for fake mpirun / torchrun / mount / sshd).
+RECORDING_PROGRAM = """\
+import json, os, sys
+from pathlib import Path
+
+out = Path(os.environ["RECORD_DIR"]) / (Path(sys.argv[0]).name + "-" +
+                                        os.environ.get("TRAINGRID_NODE_RANK", "x") + ".json")
+out.write_text(json.dumps({"argv": sys.argv[1:], "hostfile": os.environ.get("TRAINGRID_HOSTFILE")}))
+sys.exit(int(os.environ.get("RECORD_EXIT", "0")))
+"""
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def copy_hostfile_command(marker: Path) -> str:
+    return f"sh -c 'cat \"$TRAINGRID_HOSTFILE\" > {shlex.quote(str(marker))}'"
+
+
+def with_path(bin_dir: Path) -> str:
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+# --- rendezvous and launch ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_nodes", [1, 2, 4])
+def test_nodes_rendezvous_and_launch(cluster, tmp_path: Path, num_nodes: int) -> None:
+    marker = tmp_path / "launched"
+    nodes = cluster.start_all(
+        num_nodes, {"TRAINGRID_LAUNCH_COMMAND": copy_hostfile_command(marker)}
+    )
+
+    codes = [node.wait() for node in nodes]
+
+    assert codes == [0] * num_nodes, [node.log for node in nodes]
+    assert marker.read_text() == "127.0.0.1 slots=2\n" * num_nodes
+    main_log = nodes[0].log
+    assert f"all {num_nodes} node(s) joined" in main_log
+    assert all(line.startswith("[traingrid node 0] ") for line in main_log.splitlines())
+    for node in nodes[1:]:
+        assert f"[traingrid node {node.index}] main node reported status 0" in node.log
+
+
+def test_main_failure_exit_code_reaches_every_node(cluster) -> None:
+    nodes = cluster.start_all(2, {"TRAINGRID_LAUNCH_COMMAND": 'sh -c "exit 3"'})
+
+    assert [node.wait() for node in nodes] == [3, 3]
+    assert "launcher exited with status 3" in nodes[0].log
+    assert "main node reported status 3" in nodes[1].log
+
+
+def test_launcher_not_found_fails_every_node(cluster) -> None:
+    nodes = cluster.start_all(2, {"TRAINGRID_LAUNCH_COMMAND": "traingrid-no-such-launcher"})
+
+    assert [node.wait() for node in nodes] == [127, 127]
+    assert "launcher not found: traingrid-no-such-launcher" in nodes[0].log
+
+
+def test_main_node_need_not_be_index_zero(cluster, tmp_path: Path) -> None:
+    marker = tmp_path / "launched"
+    env = {
+        "AWS_BATCH_JOB_MAIN_NODE_INDEX": "1",
+        "TRAINGRID_LAUNCH_COMMAND": copy_hostfile_command(marker),
+    }
+    main = cluster.start(1, 3, {**env, "TRAINGRID_GPUS": "4"})
+    workers = [cluster.start(i, 3, {**env, "TRAINGRID_GPUS": str(i + 1)}) for i in (2, 0)]
+
+    assert [node.wait() for node in (main, *workers)] == [0, 0, 0]
+    assert marker.read_text() == "127.0.0.1 slots=4\n127.0.0.1 slots=1\n127.0.0.1 slots=3\n"
+
+
+# --- failures during the rendezvous ---------------------------------------------------------
+
+
+def test_missing_workers_time_out_with_their_indices(cluster) -> None:
+    env = {"TRAINGRID_RENDEZVOUS_TIMEOUT": "1.5", "TRAINGRID_LAUNCH_COMMAND": "true"}
+    main = cluster.start(0, 4, env)
+    worker = cluster.start(1, 4, env)
+
+    assert main.wait() == EXIT_RENDEZVOUS
+    assert "rendezvous timed out after 1.5s: nodes 2, 3 of 4 never joined" in main.log
+    assert "starting launcher" not in main.log
+    assert worker.wait() == EXIT_RENDEZVOUS
+    assert "nodes 2, 3 of 4 never joined" in worker.log
+
+
+def test_worker_without_main_node_fails_clearly(cluster) -> None:
+    worker = cluster.start(1, 2, {"TRAINGRID_RENDEZVOUS_TIMEOUT": "1"})
+
+    assert worker.wait() == EXIT_RENDEZVOUS
+    expected = f"cannot reach main node 127.0.0.1:{cluster.port} within 1s"
+    assert expected in worker.log, worker.log
+
+
+def test_worker_that_loses_the_main_node_fails(cluster, tmp_path: Path) -> None:
+    pid_file = tmp_path / "launcher.pid"
+    command = shlex.join(["sh", "-c", f"echo $$ > {shlex.quote(str(pid_file))}; exec sleep 20"])
+    main, worker = cluster.start_all(2, {"TRAINGRID_LAUNCH_COMMAND": command})
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != ""), main.log
+    launcher_pid = int(pid_file.read_text())
+    try:
+        main.proc.kill()  # the main node vanishes without reporting a status
+        assert worker.wait() == EXIT_MAIN_LOST
+        assert "lost the main node: the main node closed the connection" in worker.log
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(launcher_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AWS_BATCH_JOB_NUM_NODES": None}, "AWS_BATCH_JOB_NUM_NODES is not set"),
+        ({"AWS_BATCH_JOB_NODE_INDEX": "x"}, "AWS_BATCH_JOB_NODE_INDEX must be an integer"),
+        ({"AWS_BATCH_JOB_NODE_INDEX": "2"}, "AWS_BATCH_JOB_NODE_INDEX must be between 0 and 1"),
+        ({"TRAINGRID_GPUS": "-1"}, "TRAINGRID_GPUS must be >= 0"),
+    ],
+)
+def test_invalid_environment_is_one_clear_line(
+    cluster, env: dict[str, str | None], message: str
+) -> None:
+    result = cluster.run(1, 2, {"TRAINGRID_LAUNCH_COMMAND": "true", **env})
+
+    assert result.returncode == EXIT_CONFIG
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert "configuration error: " in lines[0] and message in lines[0]
+
+
+def test_worker_needs_main_node_address(cluster) -> None:
+    result = cluster.run(1, 2, {"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": None})
+
+    assert result.returncode == EXIT_CONFIG
+    assert "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS is not set" in result.stderr
+
+
+# --- signals --------------------------------------------------------------------------------
+
+
+def test_sigterm_is_forwarded_to_launcher(cluster, tmp_path: Path) -> None:
+    script = tmp_path / "launcher.py"
+    script.write_text(TRAPPING_LAUNCHER)
+    ready, marker = tmp_path / "ready", tmp_path / "marker"
+    env = {
+        "TRAINGRID_LAUNCH_COMMAND": shlex.join([sys.executable, str(script)]),
+        "READY": str(ready),
+        "MARKER": str(marker),
+    }
+    main, worker = cluster.start_all(2, env)
+    assert wait_for(ready.exists), main.log
+
+    main.proc.send_signal(signal.SIGTERM)
+
+    assert main.wait() == 42, main.log
+    assert marker.read_text() == "SIGTERM"
+    assert "forwarded SIGTERM to the launcher" in main.log
+    assert worker.wait() == 42
+    assert "main node reported status 42" in worker.log
+
+
+def test_untrapped_sigterm_exits_128_plus_signal(cluster, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    command = f"sh -c 'touch {shlex.quote(str(ready))}; exec sleep 20'"
+    main = cluster.start(0, 1, {"TRAINGRID_LAUNCH_COMMAND": command})
+    assert wait_for(ready.exists), main.log
+
+    main.proc.send_signal(signal.SIGTERM)
+
+    assert main.wait() == 128 + signal.SIGTERM
+    assert "launcher was killed by SIGTERM" in main.log
+
+
+def test_sigterm_during_rendezvous_stops_connected_workers(cluster) -> None:
+    env = {"TRAINGRID_LAUNCH_COMMAND": "true"}
+    main = cluster.start(0, 3, env)
+    worker = cluster.start(1, 3, env)
+    assert wait_for(lambda: "node 1 joined" in main.log), main.log
+
+    main.proc.send_signal(signal.SIGTERM)
+
+    assert main.wait() == 128 + signal.SIGTERM
+    assert worker.wait() == 128 + signal.SIGTERM
+    assert "interrupted: received SIGTERM" in worker.log
+
+
+# --- GPUs, launchers, FSx, sshd, archive ----------------------------------------------------
+
+
+def test_sixteen_gpus_from_dev_dir_become_slots(cluster, tmp_path: Path, fake_dev16) -> None:
+    marker = tmp_path / "launched"
+    env = {
+        "TRAINGRID_GPUS": None,
+        "TRAINGRID_DEV_DIR": str(fake_dev16),
+        "TRAINGRID_LAUNCH_COMMAND": copy_hostfile_command(marker),
+    }
+    nodes = cluster.start_all(2, env)
+
+    assert [node.wait() for node in nodes] == [0, 0]
+    assert marker.read_text() == "127.0.0.1 slots=16\n" * 2
+    assert "16 GPU(s) via" in nodes[1].log
+
+
+def test_default_launcher_is_mpirun_on_main_only(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("mpirun", RECORDING_PROGRAM)
+    extra = "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x NCCL_LAUNCH_MODE=PARALLEL"
+    env = {"PATH": with_path(bin_dir), "RECORD_DIR": str(tmp_path), "EXTRA_MPI_PARAMS": extra}
+    main = cluster.start(0, 2, env, args=["python3", "train.py", "--epochs", "1"])
+    worker = cluster.start(1, 2, env)
+
+    assert [main.wait(), worker.wait()] == [0, 0], main.log
+    record = json.loads((tmp_path / "mpirun-0.json").read_text())
+    assert record["hostfile"] == str(cluster.hostfile)
+    assert record["argv"][:5] == [
+        "--allow-run-as-root",
+        "-np",
+        "4",
+        "--hostfile",
+        record["hostfile"],
+    ]
+    assert record["argv"][-9:] == [
+        "PATH",
+        "-x",
+        "HOROVOD_HIERARCHICAL_ALLREDUCE=1",
+        "-x",
+        "NCCL_LAUNCH_MODE=PARALLEL",
+        "python3",
+        "train.py",
+        "--epochs",
+        "1",
+    ]
+    assert sorted(p.name for p in tmp_path.glob("mpirun-*.json")) == ["mpirun-0.json"]
+
+
+def test_torchrun_runs_on_every_node(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("torchrun", RECORDING_PROGRAM)
+    env = {
+        "PATH": with_path(bin_dir),
+        "RECORD_DIR": str(tmp_path),
+        "TRAINGRID_LAUNCHER": "torchrun",
+        "TRAINGRID_TRAIN_COMMAND": "train.py --lr 0.1",
+    }
+    nodes = cluster.start_all(3, env)
+
+    assert [node.wait() for node in nodes] == [0, 0, 0]
+    for rank in range(3):
+        argv = json.loads((tmp_path / f"torchrun-{rank}.json").read_text())["argv"]
+        assert argv == [
+            "--nnodes=3",
+            "--nproc-per-node=2",
+            f"--node-rank={rank}",
+            "--master-addr=127.0.0.1",
+            "--master-port=29500",
+            "train.py",
+            "--lr",
+            "0.1",
+        ]
+
+
+def test_torchrun_worker_exits_with_its_own_status(cluster, fake_bin, tmp_path: Path) -> None:
+    bin_dir = fake_bin("torchrun", RECORDING_PROGRAM)
+    env = {
+        "PATH": with_path(bin_dir),
+        "RECORD_DIR": str(tmp_path),
+        "TRAINGRID_LAUNCHER": "torchrun",
+        "TRAINGRID_TRAIN_COMMAND": "train.py",
+    }
+    main = cluster.start(0, 2, env)
+    worker = cluster.start(1, 2, {**env, "RECORD_EXIT": "5"})
+
+    assert [main.wait(), worker.wait()] == [0, 5]
+
+
+def test_fsx_is_mounted_before_rendezvous(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("mount", RECORDING_PROGRAM)
+    mount_point = tmp_path / "fsx"
+    env = {
+        "PATH": with_path(bin_dir),
+        "RECORD_DIR": str(tmp_path),
+        "FSX_DNS_NAME": "fs-0123.fsx.eu-west-1.amazonaws.com",
+        "FSX_MOUNT_NAME": "abcdefgh",
+        "FSX_MOUNT_POINT": str(mount_point),
+        "TRAINGRID_LAUNCH_COMMAND": "true",
+    }
+    result = cluster.run(0, 1, env)
+
+    assert result.returncode == 0, result.stderr
+    argv = json.loads((tmp_path / "mount-x.json").read_text())["argv"]
+    assert argv == [
+        "-t",
+        "lustre",
+        "-o",
+        "relatime,flock",
+        "fs-0123.fsx.eu-west-1.amazonaws.com@tcp:/abcdefgh",
+        str(mount_point),
+    ]
+    assert mount_point.is_dir()
+
+
+def test_fsx_mount_failure_exits_non_zero(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin(
+        "mount",
+        "import sys\nprint('mount.lustre: mount failed: No such device', file=sys.stderr)\n"
+        "sys.exit(32)\n",
+    )
+    env = {
+        "PATH": with_path(bin_dir),
+        "FSX_DNS_NAME": "fs.example",
+        "FSX_MOUNT_NAME": "abc",
+        "FSX_MOUNT_POINT": str(tmp_path / "fsx"),
+        "TRAINGRID_LAUNCH_COMMAND": "true",
+    }
+    result = cluster.run(0, 1, env)
+
+    assert result.returncode == EXIT_MOUNT
+    assert "FSx for Lustre mount failed: mount of fs.example@tcp:/abc" in result.stderr
+    assert "exited 32: mount.lustre: mount failed: No such device" in result.stderr
+
+
+def test_fsx_mount_skipped_when_not_configured(cluster) -> None:
+    result = cluster.run(0, 1, {"TRAINGRID_LAUNCH_COMMAND": "true"})
+
+    assert result.returncode == 0
+    assert "FSx for Lustre not configured" in result.stderr
+
+
+def test_sshd_started_when_required(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("fake-sshd", RECORDING_PROGRAM)
+    env = {
+        "RECORD_DIR": str(tmp_path),
+        "TRAINGRID_START_SSHD": "1",
+        "TRAINGRID_SSHD_COMMAND": f"{bin_dir / 'fake-sshd'} -p 2222",
+        "TRAINGRID_LAUNCH_COMMAND": "true",
+    }
+    assert cluster.run(0, 1, env).returncode == 0
+    assert json.loads((tmp_path / "fake-sshd-x.json").read_text())["argv"] == ["-p", "2222"]
+
+    failing = cluster.run(0, 1, {**env, "RECORD_EXIT": "1"})
+    assert failing.returncode == EXIT_SSHD
+    assert "sshd failed:" in failing.stderr
+
+
+def test_outputs_are_archived_after_launch(cluster, tmp_path: Path) -> None:
+    output, archive = tmp_path / "output", tmp_path / "archive"
+    script = f"mkdir -p {shlex.quote(str(output))} && echo done > {shlex.quote(str(output))}/r.txt"
+    command = shlex.join(["sh", "-c", script])
+    env = {
+        "TRAINGRID_LAUNCH_COMMAND": command,
+        "TRAINGRID_OUTPUT_DIR": str(output),
+        "TRAINGRID_ARCHIVE_DIR": str(archive),
+        "AWS_BATCH_JOB_ID": "job-1#0",
+    }
+    assert cluster.run(0, 1, env).returncode == 0
+
+    with tarfile.open(archive / "traingrid-job-1-0.tar.gz") as tar:
+        assert "output/r.txt" in tar.getnames()

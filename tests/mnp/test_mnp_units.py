@@ -1,0 +1,409 @@
+"""Unit tests of the pure parts of the MNP node entrypoint."""
+
+import json
+import shlex
+import tarfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REFERENCE_EXTRA_MPI_PARAMS = (
+    "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
+    "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
+)
+
+BASE_ENV = {
+    "AWS_BATCH_JOB_NODE_INDEX": "0",
+    "AWS_BATCH_JOB_NUM_NODES": "4",
+    "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+    "TRAINGRID_TRAIN_COMMAND": "python train.py",
+}
+
+
+def worker_env(**overrides: str) -> dict[str, str]:
+    env = {
+        **BASE_ENV,
+        "AWS_BATCH_JOB_NODE_INDEX": "1",
+        "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": "10.0.0.4",
+    }
+    env.update(overrides)
+    return env
+
+
+# --- host file ------------------------------------------------------------------------------
+
+
+def test_hostfile_lists_main_node_first_then_by_index(mnp: ModuleType) -> None:
+    members = [
+        mnp.Member(3, "10.0.0.13", 8),
+        mnp.Member(0, "10.0.0.10", 8),
+        mnp.Member(2, "10.0.0.12", 4),
+        mnp.Member(1, "10.0.0.11", 8),
+    ]
+    assert mnp.render_hostfile(members, main_index=2) == (
+        "10.0.0.12 slots=4\n10.0.0.10 slots=8\n10.0.0.11 slots=8\n10.0.0.13 slots=8\n"
+    )
+
+
+def test_hostfile_for_local_nodes(mnp: ModuleType) -> None:
+    members = [mnp.Member(i, "127.0.0.1", 2) for i in range(2)]
+    assert mnp.render_hostfile(members, main_index=0) == "127.0.0.1 slots=2\n" * 2
+
+
+def test_write_hostfile_creates_parent(mnp: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "hostfile"
+    mnp.write_hostfile(path, [mnp.Member(0, "10.0.0.1", 16)], 0)
+    assert path.read_text() == "10.0.0.1 slots=16\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["hostfile"]
+
+
+# --- launcher commands ----------------------------------------------------------------------
+
+
+def test_mpirun_command_matches_reference_flags(mnp: ModuleType) -> None:
+    command = mnp.build_mpirun_command(
+        hostfile="/tmp/hostfile",
+        num_processes=16,
+        nccl_socket_ifname="^lo,docker0",
+        extra_mpi_params=shlex.split(REFERENCE_EXTRA_MPI_PARAMS),
+        train_command=["python3", "train.py", "--epochs", "90"],
+    )
+    assert command == [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        "16",
+        "--hostfile",
+        "/tmp/hostfile",
+        "-bind-to",
+        "socket",
+        "-map-by",
+        "slot",
+        "-mca",
+        "pml",
+        "ob1",
+        "-mca",
+        "btl",
+        "^openib",
+        "-x",
+        "NCCL_SOCKET_IFNAME=^lo,docker0",
+        "-x",
+        "LD_LIBRARY_PATH",
+        "-x",
+        "PATH",
+        "-x",
+        "HOROVOD_HIERARCHICAL_ALLREDUCE=1",
+        "-x",
+        "HOROVOD_FUSION_THRESHOLD=16777216",
+        "-x",
+        "NCCL_MIN_NRINGS=8",
+        "-x",
+        "NCCL_LAUNCH_MODE=PARALLEL",
+        "python3",
+        "train.py",
+        "--epochs",
+        "90",
+    ]
+
+
+def test_launch_command_from_env_defaults_np_to_total_slots(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(
+        {**BASE_ENV, "EXTRA_MPI_PARAMS": REFERENCE_EXTRA_MPI_PARAMS, "NCCL_SOCKET_IFNAME": "eth0"}
+    )
+    command = mnp.launch_command(cfg, node_rank=0, main_address="10.0.0.4", slots=8, total_slots=32)
+    assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
+    assert "NCCL_SOCKET_IFNAME=eth0" in command
+    assert command[-8:] == [
+        *shlex.split(REFERENCE_EXTRA_MPI_PARAMS)[-6:],
+        "python",
+        "train.py",
+    ]
+
+
+def test_mpi_gpus_overrides_process_count(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config({**BASE_ENV, "MPI_GPUS": "6"})
+    command = mnp.launch_command(cfg, node_rank=0, main_address="h", slots=8, total_slots=32)
+    assert command[2:4] == ["-np", "6"]
+    assert "NCCL_SOCKET_IFNAME=^lo,docker0" in command
+
+
+def test_container_args_take_precedence_over_train_command_env(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(BASE_ENV, ["python3", "other.py"])
+    assert cfg.train_command == ("python3", "other.py")
+
+
+def test_torchrun_command_with_script(mnp: ModuleType) -> None:
+    command = mnp.build_torchrun_command(
+        num_nodes=4,
+        nproc_per_node=8,
+        node_rank=2,
+        master_addr="10.0.0.4",
+        master_port=29500,
+        train_command=["train.py", "--lr", "0.1"],
+    )
+    assert command == [
+        "torchrun",
+        "--nnodes=4",
+        "--nproc-per-node=8",
+        "--node-rank=2",
+        "--master-addr=10.0.0.4",
+        "--master-port=29500",
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
+
+
+def test_torchrun_command_runs_other_programs_without_python(mnp: ModuleType) -> None:
+    command = mnp.build_torchrun_command(
+        num_nodes=2,
+        nproc_per_node=1,
+        node_rank=0,
+        master_addr="10.0.0.4",
+        master_port=1234,
+        train_command=["python", "-u", "train.py"],
+    )
+    assert command[-4:] == ["--no-python", "python", "-u", "train.py"]
+
+
+def test_torchrun_launch_command_uses_node_slots(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
+    assert cfg.runs_launcher
+    command = mnp.launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
+    assert command[:6] == [
+        "torchrun",
+        "--nnodes=4",
+        "--nproc-per-node=4",
+        "--node-rank=3",
+        "--master-addr=10.0.0.4",
+        "--master-port=29500",
+    ]
+
+
+def test_launch_command_override_replaces_launcher(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": 'sh -c "exit 3"'})
+    command = mnp.launch_command(cfg, node_rank=0, main_address="h", slots=1, total_slots=1)
+    assert command == ["sh", "-c", "exit 3"]
+
+
+def test_mount_command(mnp: ModuleType) -> None:
+    fsx = mnp.FsxConfig("fs-0123.fsx.eu-west-1.amazonaws.com", "abcdefgh", Path("/fsx"))
+    assert mnp.build_mount_command(fsx) == [
+        "mount",
+        "-t",
+        "lustre",
+        "-o",
+        "relatime,flock",
+        "fs-0123.fsx.eu-west-1.amazonaws.com@tcp:/abcdefgh",
+        "/fsx",
+    ]
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+def test_parse_config_defaults(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(worker_env())
+    assert (cfg.node_index, cfg.num_nodes, cfg.main_index) == (1, 4, 0)
+    assert cfg.main_address == "10.0.0.4"
+    assert cfg.port == 29400
+    assert cfg.bind_address == "0.0.0.0"
+    assert cfg.launcher == "mpirun"
+    assert not cfg.is_main and not cfg.runs_launcher
+    assert cfg.fsx is None and cfg.archive is None
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AWS_BATCH_JOB_NUM_NODES": None}, "AWS_BATCH_JOB_NUM_NODES is not set"),
+        ({"AWS_BATCH_JOB_NODE_INDEX": "one"}, "AWS_BATCH_JOB_NODE_INDEX must be an integer"),
+        ({"AWS_BATCH_JOB_NODE_INDEX": "4"}, "AWS_BATCH_JOB_NODE_INDEX must be between 0 and 3"),
+        ({"AWS_BATCH_JOB_MAIN_NODE_INDEX": "-1"}, "AWS_BATCH_JOB_MAIN_NODE_INDEX must be"),
+        ({"AWS_BATCH_JOB_NUM_NODES": "0"}, "AWS_BATCH_JOB_NUM_NODES must be >= 1"),
+        (
+            {"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": None},
+            "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS is not set (required on worker",
+        ),
+        (
+            {"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": "10.0.0"},
+            "must be an IPv4 address",
+        ),
+        ({"TRAINGRID_RENDEZVOUS_TIMEOUT": "0"}, "TRAINGRID_RENDEZVOUS_TIMEOUT must be a positive"),
+        ({"TRAINGRID_RENDEZVOUS_PORT": "70000"}, "TRAINGRID_RENDEZVOUS_PORT must be between"),
+        ({"TRAINGRID_LAUNCHER": "srun"}, "TRAINGRID_LAUNCHER must be one of mpirun, torchrun"),
+        ({"EXTRA_MPI_PARAMS": "-x 'unterminated"}, "EXTRA_MPI_PARAMS is not a valid"),
+        ({"MPI_GPUS": "0"}, "MPI_GPUS must be >= 1"),
+        ({"FSX_DNS_NAME": "fs.example"}, "FSX_MOUNT_NAME is not set"),
+        ({"TRAINGRID_ARCHIVE_DIR": "/fsx/out"}, "TRAINGRID_OUTPUT_DIR is not set"),
+        ({"TRAINGRID_START_SSHD": "maybe"}, "TRAINGRID_START_SSHD must be auto, 1 or 0"),
+    ],
+)
+def test_parse_config_rejects_bad_env(
+    mnp: ModuleType, env: dict[str, str | None], message: str
+) -> None:
+    merged = worker_env()
+    for key, value in env.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    with pytest.raises(mnp.ConfigError) as excinfo:
+        mnp.parse_config(merged)
+    assert message in str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_main_node_needs_a_training_command(mnp: ModuleType) -> None:
+    env = {k: v for k, v in BASE_ENV.items() if k != "TRAINGRID_TRAIN_COMMAND"}
+    with pytest.raises(mnp.ConfigError, match="no training command"):
+        mnp.parse_config(env)
+    # An mpirun worker does not run the training command itself.
+    worker = {k: v for k, v in worker_env().items() if k != "TRAINGRID_TRAIN_COMMAND"}
+    assert mnp.parse_config(worker).train_command == ()
+
+
+def test_main_node_address_is_optional_on_main(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(BASE_ENV)
+    assert cfg.is_main and cfg.main_address is None
+
+
+def test_archive_name_is_file_safe(mnp: ModuleType) -> None:
+    env = {"AWS_BATCH_JOB_ID": "0f1e2d3c-aaaa#0", "AWS_BATCH_JOB_ATTEMPT": "2"}
+    assert mnp.archive_name(env) == "traingrid-0f1e2d3c-aaaa-0-attempt2"
+    assert mnp.archive_name({}) == "traingrid-local"
+
+
+def test_archive_outputs(mnp: ModuleType, tmp_path: Path) -> None:
+    output = tmp_path / "output"
+    (output / "ckpt").mkdir(parents=True)
+    (output / "ckpt" / "model.pt").write_bytes(b"weights")
+    archive = mnp.ArchiveConfig(output, tmp_path / "archive", "traingrid-job")
+    target = mnp.archive_outputs(archive)
+    assert target == tmp_path / "archive" / "traingrid-job.tar.gz"
+    with tarfile.open(target) as tar:
+        assert "output/ckpt/model.pt" in tar.getnames()
+
+
+# --- GPU detection --------------------------------------------------------------------------
+
+
+def test_detect_gpus_counts_any_nvidia_index(mnp: ModuleType, fake_dev16: Path) -> None:
+    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi="") == (
+        16,
+        f"{fake_dev16}/nvidia<N>",
+    )
+
+
+def test_detect_gpus_dev_dir_from_env(mnp: ModuleType, fake_dev16: Path) -> None:
+    env = {"TRAINGRID_DEV_DIR": str(fake_dev16), "TRAINGRID_NVIDIA_SMI": ""}
+    assert mnp.detect_gpus(env)[0] == 16
+
+
+def test_detect_gpus_missing_dev_dir(mnp: ModuleType, tmp_path: Path) -> None:
+    assert mnp.detect_gpus({}, dev_dir=tmp_path / "absent", nvidia_smi="")[0] == 0
+
+
+def test_traingrid_gpus_overrides_detection(mnp: ModuleType, fake_dev16: Path) -> None:
+    env = {"TRAINGRID_GPUS": "2"}
+    assert mnp.detect_gpus(env, dev_dir=fake_dev16) == (2, "TRAINGRID_GPUS")
+    with pytest.raises(mnp.ConfigError, match="TRAINGRID_GPUS must be an integer"):
+        mnp.detect_gpus({"TRAINGRID_GPUS": "two"})
+
+
+def test_detect_gpus_prefers_nvidia_smi(mnp: ModuleType, fake_bin, fake_dev16: Path) -> None:
+    lines = [f"GPU {i}: NVIDIA A100-SXM4-40GB (UUID: GPU-{i})" for i in range(3)]
+    lines.append("  MIG 1g.5gb      Device  0: (UUID: MIG-0)")
+    bin_dir = fake_bin("nvidia-smi", f"print({json.dumps(chr(10).join(lines))})\n")
+    smi = str(bin_dir / "nvidia-smi")
+    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi) == (3, f"{smi} -L")
+
+
+def test_detect_gpus_falls_back_when_nvidia_smi_fails(
+    mnp: ModuleType, fake_bin, fake_dev16: Path
+) -> None:
+    bin_dir = fake_bin("nvidia-smi", "import sys\nsys.exit(9)\n")
+    smi = str(bin_dir / "nvidia-smi")
+    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi)[0] == 16
+
+
+# --- rendezvous protocol and exit codes -----------------------------------------------------
+
+
+def test_timeout_message_names_missing_nodes(mnp: ModuleType) -> None:
+    assert (
+        mnp.timeout_message(5, [2, 3], 4)
+        == "rendezvous timed out after 5s: nodes 2, 3 of 4 never joined"
+    )
+    assert (
+        mnp.timeout_message(1.5, [1], 2)
+        == "rendezvous timed out after 1.5s: node 1 of 2 never joined"
+    )
+
+
+def test_registration_round_trip(mnp: ModuleType) -> None:
+    cfg = mnp.parse_config(worker_env())
+    line = mnp.encode_message(mnp.registration_message(cfg, "10.0.0.5", 8))
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    main_cfg = mnp.parse_config(BASE_ENV)
+    member = mnp.parse_registration(mnp.decode_message(line), main_cfg, {2}, "10.9.9.9")
+    assert member == mnp.Member(1, "10.0.0.5", 8)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"type": "hello"}, "expected a 'register' message"),
+        ({"protocol": 99}, "unsupported protocol version"),
+        ({"num_nodes": 3}, "node 1 reports 3 nodes, main expects 4"),
+        ({"node_index": 0}, "invalid worker node index 0"),
+        ({"node_index": 4}, "invalid worker node index 4"),
+        ({"node_index": 2}, "node 2 is already registered"),
+        ({"node_index": "1"}, "'node_index' must be an integer"),
+        ({"slots": 0}, "registered 0 slots"),
+        ({"address": "10.0.0.5 x"}, "invalid address"),
+    ],
+)
+def test_registration_is_validated(mnp: ModuleType, change: dict, message: str) -> None:
+    main_cfg = mnp.parse_config(BASE_ENV)
+    registration = {
+        "type": "register",
+        "protocol": 1,
+        "node_index": 1,
+        "num_nodes": 4,
+        "address": "10.0.0.5",
+        "slots": 8,
+    }
+    registration.update(change)
+    with pytest.raises(mnp.ProtocolError, match=message):
+        mnp.parse_registration(registration, main_cfg, {2}, "10.0.0.5")
+
+
+def test_registration_without_address_uses_peer_address(mnp: ModuleType) -> None:
+    main_cfg = mnp.parse_config(BASE_ENV)
+    message = {"type": "register", "protocol": 1, "node_index": 3, "num_nodes": 4, "slots": 1}
+    member = mnp.parse_registration(message, main_cfg, set(), "10.0.0.7")
+    assert member.address == "10.0.0.7"
+
+
+def test_decode_rejects_garbage(mnp: ModuleType) -> None:
+    with pytest.raises(mnp.ProtocolError):
+        mnp.decode_message(b"not json")
+    with pytest.raises(mnp.ProtocolError):
+        mnp.decode_message(b"[1, 2]")
+
+
+@pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-15, 143), (-9, 137)])
+def test_exit_status_uses_128_plus_signal(mnp: ModuleType, returncode: int, status: int) -> None:
+    assert mnp.exit_status(returncode) == status
+
+
+def test_sshd_only_for_multi_node_mpirun(mnp: ModuleType) -> None:
+    assert mnp.sshd_wanted(mnp.parse_config(BASE_ENV))
+    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1"}))
+    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCHER": "torchrun"}))
+    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": "true"}))
+    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_START_SSHD": "0"}))
+    single = {**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1", "TRAINGRID_START_SSHD": "1"}
+    assert mnp.sshd_wanted(mnp.parse_config(single))

@@ -8,6 +8,10 @@ the per-run node count and environment, reports ``statusReason``, attempts with 
 ``nodeProperties``, and ``TerminateJob`` ends it FAILED with the given reason. Faults:
 ``batch-job-failed`` (main node exits 1 after some training) and ``stuck-runnable``.
 When a job ends, the emulated container's outputs land on its FSx file system.
+
+moto's EC2 instance catalog (a snapshot of one region's offerings) lacks the p3.2xlarge,
+p3.8xlarge and p3.16xlarge sizes of the reference workload; they are added, sized from the
+p3dn.24xlarge entry, so compute environments that allow them can be created.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from moto.batch.models import Job, JobDefinition
 from moto.batch.responses import BatchResponse
 from moto.batch_simple.models import BatchSimpleBackend
+from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
 from traingrid_local.emulator import faults, workload
@@ -96,7 +101,8 @@ class SimulatedJob:
 
     def describe(self, job: Job, base: dict[str, Any]) -> dict[str, Any]:
         out = dict(base, status=self.status, createdAt=_ms(self.submitted_at))
-        out.pop("stoppedAt", None)
+        for key in ("startedAt", "stoppedAt", "statusReason"):  # moto's, in real time
+            out.pop(key, None)
         node_properties = dict(job.job_definition.node_properties or {})
         node_properties["numNodes"] = self.num_nodes
         out["nodeProperties"] = node_properties
@@ -193,7 +199,26 @@ def _job_definition_describe(self: JobDefinition) -> dict[str, Any]:
 _original_job_definition_describe = JobDefinition.describe
 
 
+# size → (vCPUs, GPUs, memory MiB)
+P3_SIZES = {"p3.2xlarge": (8, 1, 62464), "p3.8xlarge": (32, 4, 249856),
+            "p3.16xlarge": (64, 8, 499712)}
+
+
+def _add_p3_instance_types() -> None:
+    template = INSTANCE_TYPES["p3dn.24xlarge"]
+    for name, (vcpus, gpus, memory) in P3_SIZES.items():
+        if name not in INSTANCE_TYPES:
+            entry = json.loads(json.dumps(template))
+            entry.update(InstanceType=name, MemoryInfo={"SizeInMiB": memory},
+                         InstanceStorageSupported=False)
+            entry.pop("InstanceStorageInfo", None)
+            entry["VCpuInfo"] = dict(entry.get("VCpuInfo", {}), DefaultVCpus=vcpus)
+            entry["GpuInfo"]["Gpus"][0].update(Count=gpus, MemoryInfo={"SizeInMiB": 16384})
+            INSTANCE_TYPES[name] = entry
+
+
 def apply() -> None:
+    _add_p3_instance_types()
     BatchSimpleBackend._mark_job_as_finished = _register_without_finishing
     BatchResponse.submitjob = _submitjob
     Job.status = property(_status, _set_status)

@@ -4,7 +4,11 @@
 - ``AWS::Lambda::LayerVersion`` has a physical id, so ``Ref`` yields its ARN;
 - ``AWS::S3::Bucket`` honours ``NotificationConfiguration.EventBridgeConfiguration``;
 - ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
-  retry strategy (moto forces ``container`` and requires a retry strategy).
+  retry strategy (moto forces ``container`` and requires a retry strategy);
+- ``AWS::Batch::ComputeEnvironment`` without ``ServiceRole`` uses the Batch service-linked role,
+  created on first use as AWS does (moto requires the property);
+- parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
+  a string and a ``Number`` default text).
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from moto.awslambda.models import LambdaFunction, LayerVersion
-from moto.batch.models import JobDefinition, batch_backends
+from moto.batch.models import ComputeEnvironment, JobDefinition, batch_backends
+from moto.iam.models import iam_backends
 from moto.batch.utils import lowercase_first_key
+from moto.cloudformation.parsing import ResourceMap
 from moto.s3.models import FakeBucket
 
 _original_function_create = LambdaFunction.create_from_cloudformation_json.__func__
@@ -62,8 +68,49 @@ def _job_definition_create(cls, resource_name: str, cloudformation_json: dict[st
     )
 
 
+def _batch_service_linked_role(account_id: str) -> str:
+    iam = iam_backends[account_id]["global"]
+    for role in iam.roles.values():
+        if role.name == "AWSServiceRoleForBatch":
+            return role.arn
+    return iam.create_service_linked_role("batch.amazonaws.com", "AWS Batch", "").arn
+
+
+def _compute_environment_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                                account_id: str, region_name: str,
+                                **kwargs: Any) -> ComputeEnvironment:
+    props = cloudformation_json["Properties"]
+    return batch_backends[account_id][region_name].create_compute_environment(
+        props.get("ComputeEnvironmentName", resource_name),
+        props["Type"],
+        props.get("State", "ENABLED"),
+        lowercase_first_key(props["ComputeResources"]),
+        props.get("ServiceRole") or _batch_service_linked_role(account_id),
+    )
+
+
+_original_load_parameters = ResourceMap.load_parameters
+
+
+def _load_parameters(self: ResourceMap) -> None:
+    _original_load_parameters(self)
+    for name, slot in self._template.get("Parameters", {}).items():
+        value, kind = self.resolved_parameters.get(name), slot.get("Type", "String")
+        if name in self.input_parameters or not isinstance(value, str | int | float):
+            continue
+        if kind == "CommaDelimitedList" or kind.startswith("List<"):
+            value = str(value).split(",") if value != "" else []
+        elif kind == "Number":
+            number = float(value)
+            value = int(number) if number.is_integer() else number
+        self.resolved_parameters[name] = value
+        self._parsed_resources[name] = value
+
+
 def apply() -> None:
     LambdaFunction.create_from_cloudformation_json = classmethod(_function_create)
     LayerVersion.physical_resource_id = property(lambda self: self.arn)
     FakeBucket.create_from_cloudformation_json = classmethod(_bucket_create)
     JobDefinition.create_from_cloudformation_json = classmethod(_job_definition_create)
+    ComputeEnvironment.create_from_cloudformation_json = classmethod(_compute_environment_create)
+    ResourceMap.load_parameters = _load_parameters

@@ -3,8 +3,9 @@ Step Functions API serves and executes, with their DefinitionSubstitutions appli
 
 With ``execute_state_machine`` on, moto's API serves the ASL-interpreting "parser" backend, but
 its CloudFormation resource still creates state machines in the plain backend, and reads only
-``DefinitionString``. This routes creation to the backend the API serves and substitutes
-``${Name}`` placeholders the way CloudFormation does.
+``DefinitionString``. This routes creation to the backend the API serves, reads the definition
+from ``DefinitionS3Location`` (where ``sam package`` puts it) or ``DefinitionString``, and
+substitutes ``${Name}`` placeholders the way CloudFormation does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from moto.s3.models import s3_backends
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.responses import get_backend
 from moto.stepfunctions.utils import cfn_to_api_tags
@@ -27,10 +29,19 @@ def substitute(definition: str, substitutions: dict[str, Any]) -> str:
     )
 
 
+def _definition(props: dict[str, Any], account_id: str) -> str:
+    if "DefinitionS3Location" in props:
+        location = props["DefinitionS3Location"]
+        obj = s3_backends[account_id]["aws"].get_object(location["Bucket"], location["Key"])
+        return obj.value.decode()
+    return props["DefinitionString"]
+
+
 def _create(cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,  # noqa: ANN001
             region_name: str, **kwargs: Any) -> Any:
     props = cloudformation_json["Properties"]
-    definition = substitute(props["DefinitionString"], props.get("DefinitionSubstitutions") or {})
+    definition = substitute(_definition(props, account_id),
+                            props.get("DefinitionSubstitutions") or {})
     return get_backend(account_id, region_name).create_state_machine(
         props.get("StateMachineName", resource_name),
         definition,

@@ -15,8 +15,13 @@ MAX_CAUSE = 32_000
 
 
 def readable(failure: dict[str, Any]) -> tuple[str, str]:
-    """(error, message) from a Catch result; Lambda causes are JSON with an errorMessage."""
+    """(error, message) from a Catch result; Lambda causes are JSON with an errorMessage.
+
+    A Fail state may not raise ``States.*`` names, so those become ``Workflow.*``.
+    """
     error = failure.get("Error", "States.TaskFailed")
+    if error.startswith("States."):
+        error = "Workflow." + error.removeprefix("States.")
     cause = failure.get("Cause") or ""
     try:
         parsed = json.loads(cause)
@@ -52,6 +57,12 @@ def explain(state: dict[str, Any]) -> dict[str, str]:
             f"{retained['expires_at']} so nothing is lost: {retained['where']}. Copy what you "
             "need, then delete it (the janitor deletes it after that time)."
         )
+    if "retain_failure" in state:
+        _, why = readable(state["retain_failure"])
+        notes.append(
+            f"Tagging the kept file system {file_system.get('id')} failed ({why}); it was not "
+            "deleted: copy its outputs before deleting it yourself."
+        )
     if "release_failure" in state:
         _, why = readable(state["release_failure"])
         notes.append(
@@ -61,7 +72,8 @@ def explain(state: dict[str, Any]) -> dict[str, str]:
     elif "released" in state:
         notes.append(f"The file system {file_system.get('id')} was deleted.")
     if archive := state.get("archive"):
-        notes.append(f"Artifacts archived: {archive['manifest']} ({archive['objects']} objects).")
+        notes.append(f"Artifacts archived: {archive['manifest']} ({archive['objects']} "
+                     f"object{'s' if archive['objects'] != 1 else ''}).")
     if "stop_failure" in state:
         notes.append(
             f"Stopping Batch job {job.get('id')} failed; stop it with: "

@@ -174,10 +174,10 @@ def check_training_job(
         state.started = state.started or "startedAt" in description
     if state.error is None:
         if state.status in WAITING_FOR_CAPACITY and state.waiting_s > limits["runnable_s"]:
-            state.error = "TrainGrid.TrainingJobStuck"
+            state.error = "TrainingJobStuck"
             state.cause = runnable_diagnosis(state, description, plan_job, limits["runnable_s"])
         elif state.status in ON_NODES and state.running_s > limits["training_s"]:
-            state.error = "TrainGrid.TrainingTimedOut"
+            state.error = "TrainingTimedOut"
             state.cause = (
                 f"Batch job {state.name} ({state.id}) ran {state.running_s // 3600} h, over "
                 f"timeouts.training_hours = {limits['training_s'] / 3600:g}, and was "
@@ -185,7 +185,7 @@ def check_training_job(
                 "from the last checkpoint."
             )
         elif state.status == "FAILED":
-            state.error = "TrainGrid.TrainingJobFailed"
+            state.error = "TrainingJobFailed"
             state.cause = failure_cause(description)
     return state.error is not None and not state.terminated and not state.done
 
@@ -193,13 +193,8 @@ def check_training_job(
 # --- Archive -----------------------------------------------------------------------------
 
 
-def check_export(
-    task: dict[str, Any], poll: Poll, limit_s: int, where: str
-) -> dict[str, Any]:
-    """Next state of the export loop from a DescribeDataRepositoryTasks entry.
-
-    ``where`` says where the artifacts still are, for the failure message.
-    """
+def check_export(task: dict[str, Any], poll: Poll, limit_s: int) -> dict[str, Any]:
+    """Next state of the export loop from a DescribeDataRepositoryTasks entry."""
     task_id, lifecycle = task["TaskId"], task["Lifecycle"]
     poll = poll.advance(EXPORT_BACKOFF)
     if lifecycle == "SUCCEEDED":
@@ -213,11 +208,11 @@ def check_export(
     if lifecycle in ("FAILED", "CANCELED"):
         reason = task.get("FailureDetails", {}).get("Message", "no reason given")
         raise ExportFailed(
-            f"Archive export {task_id} {lifecycle}: {reason}. Nothing was deleted: {where}"
+            f"Archive export {task_id} {lifecycle}: {reason}. Nothing was deleted"
         )
     if poll.elapsed_s > limit_s:
         raise ExportTimedOut(
             f"Archive export {task_id} still {lifecycle} after {poll.elapsed_s // 60} min "
-            f"(limit timeouts.archive_minutes = {limit_s // 60}). Nothing was deleted: {where}"
+            f"(limit timeouts.archive_minutes = {limit_s // 60}). Nothing was deleted"
         )
     return {"id": task_id, "lifecycle": lifecycle, "poll": asdict(poll)}

@@ -79,7 +79,7 @@ def check_export(event: dict[str, Any]) -> dict[str, Any]:
     state, plan = event["export"], event["plan"]
     return polling.check_export(
         fsx.describe_export_task(state["id"]), polling.Poll.of(state.get("poll")),
-        int(plan["limits"]["archive_s"]), artifacts_location(plan, event["file_system"]),
+        int(plan["limits"]["archive_s"]),
     )
 
 
@@ -93,7 +93,7 @@ def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
     if exported and not objects:
         raise ArchiveIncomplete(
             f"The export reported {exported} file(s) but s3://{bucket}/{prefix} is empty. "
-            f"Nothing was deleted: {artifacts_location(plan, event['file_system'])}"
+            "Nothing was deleted"
         )
     total = sum(o["size"] for o in objects)
     uri = s3.write_json(bucket, manifest_key, {

@@ -1,0 +1,132 @@
+"""Deploy ``template.yaml`` into the emulated account exactly as it ships.
+
+The same three steps as ``sam deploy``: package local code and definitions into an artifacts
+bucket (what ``sam package`` does), transform the SAM template offline with
+aws-sam-translator, and create the CloudFormation stack (moto CloudFormation, with the
+adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+from traingrid_local.emulator.session import Emulator
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+TEMPLATE = PROJECT_ROOT / "template.yaml"
+ARTIFACTS_BUCKET = "traingrid-emulator-artifacts"
+# Local-folder properties `sam package` uploads, per resource type.
+PACKAGED = {
+    "AWS::Serverless::Function": "CodeUri",
+    "AWS::Serverless::LayerVersion": "ContentUri",
+    "AWS::Serverless::StateMachine": "DefinitionUri",
+}
+
+
+class DeployError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    outputs: dict[str, str]
+    resources: dict[str, str]  # logical id → physical id
+    template: dict[str, Any]  # as translated
+
+    def state_machine_arn(self, logical_id: str) -> str:
+        return self.resources[logical_id]
+
+    def state_machine_names(self) -> dict[str, str]:
+        """State machine ARN → the template's logical id (``TrainingRun``)."""
+        return {
+            arn: logical.removesuffix("StateMachine")
+            for logical, arn in self.resources.items()
+            if self.template["Resources"][logical]["Type"] == "AWS::StepFunctions::StateMachine"
+        }
+
+
+class _NoManagedPolicies:
+    """Offline: the template names managed policies by ARN, never by name."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    return yaml_parse(path.read_text())
+
+
+def _zip_folder(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, path.relative_to(folder).as_posix())
+    return buffer.getvalue()
+
+
+def package(template: dict[str, Any], s3: Any, root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """Upload every local CodeUri/ContentUri/DefinitionUri; return the packaged template."""
+    packaged = copy.deepcopy(template)
+    s3.create_bucket(Bucket=ARTIFACTS_BUCKET)
+    for logical_id, resource in packaged["Resources"].items():
+        prop = PACKAGED.get(resource["Type"])
+        local = resource.get("Properties", {}).get(prop) if prop else None
+        if not isinstance(local, str):
+            continue
+        path = root / local
+        body = _zip_folder(path) if path.is_dir() else path.read_bytes()
+        key = f"{logical_id}/{hashlib.sha256(body).hexdigest()}"
+        s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)
+        resource["Properties"][prop] = {"Bucket": ARTIFACTS_BUCKET, "Key": key}
+    return packaged
+
+
+def translate(template: dict[str, Any]) -> dict[str, Any]:
+    return transform(template, {}, _NoManagedPolicies())
+
+
+def _network(emulator: Emulator) -> dict[str, str]:
+    ec2 = emulator.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.20.{i}.0/24",
+                          AvailabilityZone=f"{emulator.region}{zone}")["Subnet"]["SubnetId"]
+        for i, zone in enumerate("ab")
+    ]
+    return {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
+
+
+def deploy(emulator: Emulator, stack_name: str = "traingrid",
+           parameters: dict[str, str] | None = None, template_path: Path = TEMPLATE) -> Stack:
+    """Package, translate and create the stack; raise DeployError with the reason if it fails."""
+    translated = translate(package(load_template(template_path), emulator.client("s3")))
+    values = _network(emulator) | (parameters or {})
+    cfn = emulator.client("cloudformation")
+    cfn.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(translated),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()],
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+    description = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if description["StackStatus"] != "CREATE_COMPLETE":
+        raise DeployError(f"stack {stack_name}: {description['StackStatus']}: "
+                          f"{description.get('StackStatusReason', '')}")
+    resources = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cfn.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]
+    }
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
+    return Stack(stack_name, outputs, resources, translated)

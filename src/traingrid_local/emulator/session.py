@@ -1,0 +1,118 @@
+"""An emulator session: the embedded AWS account, with the simulated clock and chosen faults."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from types import TracebackType
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+import traingrid.clock
+from traingrid.aws import clients
+from traingrid_local.emulator import (
+    batch,
+    cloudformation,
+    events,
+    faults,
+    fsx,
+    lambda_inprocess,
+    sfn_clock,
+    sfn_integrations,
+    sfn_stack,
+    throttling,
+)
+from traingrid_local.emulator.clock import CLOCK
+
+ACCOUNT_ID = "123456789012"
+REGION = "us-east-1"
+# moto reads these; the Step Functions interpreter's own clients land in this account.
+ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "MOTO_ACCOUNT_ID": ACCOUNT_ID,
+}
+MOTO_CONFIG = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+    "batch": {"use_docker": False},
+}
+ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
+               events, fsx, batch, throttling)
+DEFAULT_SPEED = 2000.0
+
+
+def apply_adaptations() -> None:
+    for adaptation in ADAPTATIONS:
+        adaptation.apply()
+    # The interpreter logs every caught failure with a traceback; our reports say it better.
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+
+
+class Emulator:
+    """``with Emulator(speed=2000, faults={"throttling"}) as emulator: ...``"""
+
+    def __init__(self, speed: float = DEFAULT_SPEED, fault_names: frozenset[str] | set[str] = frozenset(),
+                 region: str = REGION) -> None:
+        self.speed = speed
+        self.fault_plan = faults.FaultPlan(frozenset(fault_names))
+        self.region = region
+        self._mock = mock_aws(config=MOTO_CONFIG)
+        self._saved_env: dict[str, str | None] = {}
+        self._saved_now = traingrid.clock.now
+
+    def __enter__(self) -> Emulator:
+        for key, value in ENVIRONMENT.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        self._mock.start()
+        apply_adaptations()
+        CLOCK.reset(self.speed)
+        faults.set_plan(self.fault_plan)
+        traingrid.clock.now = CLOCK.now
+        clients.reset()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop_running_executions()
+        self._mock.stop()
+        clients.reset()
+        traingrid.clock.now = self._saved_now
+        faults.set_plan(faults.FaultPlan())
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        return boto3.client(service, region_name=region or self.region)
+
+    def stop_running_executions(self, grace_seconds: float = 5.0) -> None:
+        """Executions run in threads; stop them before the mock goes away under them."""
+        sfn = self.client("stepfunctions")
+        running = [
+            execution["executionArn"]
+            for machine in sfn.list_state_machines()["stateMachines"]
+            for execution in sfn.list_executions(
+                stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"
+            )["executions"]
+        ]
+        for arn in running:
+            sfn.stop_execution(executionArn=arn, error="Emulator.Closed",
+                               cause="the emulator session ended")
+        deadline = time.monotonic() + grace_seconds
+        while running and time.monotonic() < deadline:
+            running = [a for a in running
+                       if sfn.describe_execution(executionArn=a)["status"] == "RUNNING"]
+            time.sleep(0.05)
+
+    def simulated_seconds(self, start: Any, end: Any) -> float:
+        return CLOCK.simulated_seconds(start, end)

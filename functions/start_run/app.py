@@ -2,7 +2,10 @@
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent, event_source
+from aws_lambda_powertools.utilities.data_classes import (
+    S3EventBridgeNotificationEvent,
+    event_source,
+)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, metrics, tracer

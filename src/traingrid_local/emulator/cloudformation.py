@@ -17,9 +17,9 @@ from typing import Any
 
 from moto.awslambda.models import LambdaFunction, LayerVersion
 from moto.batch.models import ComputeEnvironment, JobDefinition, batch_backends
-from moto.iam.models import iam_backends
 from moto.batch.utils import lowercase_first_key
 from moto.cloudformation.parsing import ResourceMap
+from moto.iam.models import iam_backends
 from moto.s3.models import FakeBucket
 
 _original_function_create = LambdaFunction.create_from_cloudformation_json.__func__

@@ -4,6 +4,10 @@ The same three steps as ``sam deploy``: package local code and definitions into 
 bucket (what ``sam package`` does), transform the SAM template offline with
 aws-sam-translator, and create the CloudFormation stack (moto CloudFormation, with the
 adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``).
+
+moto has no model for a few declared types (bucket policy, placement group, security-group
+rules, Lambda permissions); it skips them. They change nothing the emulator executes, and
+the template tests check them instead.
 """
 
 from __future__ import annotations
@@ -127,6 +131,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
     resources = {
         r["LogicalResourceId"]: r["PhysicalResourceId"]
         for r in cfn.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]
+        if r["LogicalResourceId"]  # moto lists the types it skipped with empty ids
     }
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
     return Stack(stack_name, outputs, resources, translated)

@@ -84,13 +84,16 @@ def _function_environment(fn: LambdaFunction, paths: list[str]) -> Iterator[None
 
 @contextlib.contextmanager
 def _captured_logs() -> Iterator[io.StringIO]:
-    """Point Powertools' log handlers at a buffer for the length of one invocation."""
+    """What a function writes (stdout, Powertools' log handlers) goes to a buffer, as Lambda
+    sends it to CloudWatch Logs."""
     buffer = io.StringIO()
-    handlers = [h for h in logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "service"))
-                .handlers if isinstance(h, logging.StreamHandler)]
+    service = os.environ.get("POWERTOOLS_SERVICE_NAME", "service")
+    handlers = [h for h in logging.getLogger(service).handlers
+                if isinstance(h, logging.StreamHandler)]
     saved = [h.setStream(buffer) for h in handlers]
     try:
-        yield buffer
+        with contextlib.redirect_stdout(buffer):
+            yield buffer
     finally:
         for handler, stream in zip(handlers, saved, strict=True):
             handler.setStream(stream)
@@ -134,9 +137,10 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
     paths = [str(_extract(fn.code_bytes)), *layer_dirs]
     with _LOCK, _function_environment(fn, paths):
         context = InvocationContext(fn)
+        handler = _handler(backend, fn)  # the cold start creates the loggers to capture
         with _captured_logs() as logs:
             try:
-                result = _handler(backend, fn)(event, context)
+                result = handler(event, context)
                 payload, failed = json.dumps(result).encode(), False
             except Exception as error:  # noqa: BLE001 - reported the way Lambda reports it
                 payload = json.dumps({

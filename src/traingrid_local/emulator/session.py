@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -53,12 +55,16 @@ def apply_adaptations() -> None:
         adaptation.apply()
     # The interpreter logs every caught failure with a traceback; our reports say it better.
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+    # moto warns for each declared type it has no model for; deploy.py says which and why.
+    logging.getLogger("moto").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Tried to parse .* not supported by moto")
 
 
 class Emulator:
     """``with Emulator(speed=2000, faults={"throttling"}) as emulator: ...``"""
 
-    def __init__(self, speed: float = DEFAULT_SPEED, fault_names: frozenset[str] | set[str] = frozenset(),
+    def __init__(self, speed: float = DEFAULT_SPEED,
+                 fault_names: frozenset[str] | set[str] = frozenset(),
                  region: str = REGION) -> None:
         self.speed = speed
         self.fault_plan = faults.FaultPlan(frozenset(fault_names))
@@ -116,3 +122,10 @@ class Emulator:
 
     def simulated_seconds(self, start: Any, end: Any) -> float:
         return CLOCK.simulated_seconds(start, end)
+
+    @staticmethod
+    def real_now() -> Any:
+        return datetime.now(UTC)
+
+    def now_iso(self) -> str:
+        return traingrid.clock.iso(CLOCK.now())

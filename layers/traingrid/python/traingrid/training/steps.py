@@ -16,7 +16,6 @@ from traingrid.training.request import TrainingRunRequest
 from traingrid.validation import parse
 
 
-
 def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
     objects = total = 0
     for item in s3.objects_under(bucket, prefix):

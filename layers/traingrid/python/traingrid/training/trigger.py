@@ -43,6 +43,7 @@ def start_from_upload(
     """Start (or find) the run an uploaded manifest asks for; reject it with every reason."""
     if key.startswith(f"{ARCHIVE_ROOT}/") or key.rpartition("/")[2] != MANIFEST_NAME:
         # runs/<run>/manifest.json is an archive's own manifest, not a request.
+        metrics.add_metric(name="UploadIgnored", unit="Count", value=1)
         return {"status": "ignored", "key": key}
     try:
         request = request_from_manifest(read_manifest(bucket, key), bucket, key)

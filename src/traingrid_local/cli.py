@@ -1,0 +1,127 @@
+"""``traingrid``: TrainGrid from a terminal, on the embedded emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from traingrid_local import demo as demo_runner
+from traingrid_local.emulator.faults import FAULTS
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def _duration(seconds: float) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _progress_table(executions: list[dict[str, Any]]) -> Table:
+    table = Table(title="TrainingRun executions (simulated time)", expand=False)
+    for column in ("execution", "status", "state", "elapsed"):
+        table.add_column(column)
+    for e in executions:
+        table.add_row(e["name"], e["status"], e["state"] or "-", _duration(e["simulated_seconds"]))
+    return table
+
+
+def _print_report(result: dict[str, Any]) -> None:
+    stdout.rule(f"TrainGrid demo · pipeline {result['pipeline']} · scenario {result['scenario']}"
+                f" · clock ×{result['clock_speed']:g}")
+    table = Table(show_lines=False)
+    for column in ("execution", "state machine", "status", "simulated", "transitions",
+                   "history events"):
+        table.add_column(column)
+    for e in result["executions"]:
+        style = "green" if e["status"] == "SUCCEEDED" else "red"
+        table.add_row(e["name"], e["state_machine"], f"[{style}]{e['status']}[/]",
+                      _duration(e["simulated_seconds"]), str(e["state_transitions"]),
+                      str(e["history_events"]))
+    stdout.print(table)
+    for e in result["executions"]:
+        if e["error"]:
+            stdout.print(f"[bold red]{e['error']}[/]: {e['cause']}")
+    for rejected in result["rejected_manifests"]:
+        stdout.print(f"[bold red]manifest rejected[/] {rejected['key']}:")
+        for problem in rejected["problems"] or []:
+            stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
+    stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
+    for artifact in result["artifacts"]:
+        stdout.print(f"  {artifact['uri']}  {artifact['size']} bytes")
+    for kept in result["retained_resources"]:
+        stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
+                     f"(run {kept['run']}): its archive failed, its data is safe there.")
+    if result["leaked_resources"]:
+        stdout.print(f"[bold red]Leaked resources[/]: {result['leaked_resources']}")
+    else:
+        stdout.print("Leaked resources: none")
+    verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
+    stdout.print(f"Expected {result['expected_status']}: {verdict} "
+                 f"({result['wall_seconds']:.1f} s wall)")
+
+
+def _failure_reason(result: dict[str, Any]) -> str:
+    if result["rejected_manifests"]:
+        return "the manifest was rejected; nothing started"
+    if not result["executions"]:
+        return "no run started"
+    if result["leaked_resources"]:
+        return f"{len(result['leaked_resources'])} resource(s) leaked"
+    statuses = ", ".join(sorted({e["status"] for e in result["executions"]}))
+    return f"runs ended {statuses}, expected {result['expected_status']}"
+
+
+@app.command()
+def demo(
+    pipeline: Annotated[str, typer.Option(help="Pipeline to run: training.")] = "training",
+    scenario: Annotated[str, typer.Option(
+        help="happy, or a fault: " + ", ".join(f"{k} ({v})" for k, v in FAULTS.items()),
+    )] = "happy",
+    manifest: Annotated[Path | None, typer.Option(
+        help="Your own manifest (JSON request fields) to upload instead of {}.")] = None,
+    key: Annotated[str, typer.Option(help="S3 key to upload the manifest under.")] = (
+        demo_runner.DEFAULT_KEY),
+    uploads: Annotated[int, typer.Option(help="Upload the manifest N times.")] = 1,
+    speed: Annotated[float, typer.Option(
+        help="Simulated seconds per real second.")] = demo_runner.DEFAULT_SPEED,
+    training_hours: Annotated[float, typer.Option(
+        help="Simulated length of the training job.")] = 6.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run TrainGrid's main job on the embedded emulator and report what happened."""
+    options = demo_runner.DemoOptions(
+        pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
+        speed=speed, training_hours=training_hours,
+    )
+    try:
+        options.validate()
+    except ValueError as error:
+        stderr.print(f"error: {error}")
+        raise typer.Exit(2) from None
+    if as_json:
+        result = demo_runner.run(options)
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        stderr.print(f"Deploying template.yaml into the emulated account; scenario {scenario}…")
+        with Live(console=stderr, transient=True, refresh_per_second=8) as live:
+            result = demo_runner.run(options, lambda runs: live.update(_progress_table(runs)))
+        _print_report(result)
+    if not result["ok"]:
+        stderr.print(f"traingrid demo: {_failure_reason(result)}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def scenarios() -> None:
+    """List the demo's scenarios and the end state each one must reach."""
+    for name, (fault_names, expected) in demo_runner.SCENARIOS.items():
+        what = FAULTS.get(name, "no fault") if fault_names else "no fault"
+        stdout.print(f"{name:20} → {expected:9} {what}")

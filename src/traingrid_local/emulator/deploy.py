@@ -17,11 +17,14 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samtranslator.translator.transform import transform
+import boto3
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from traingrid_local.emulator.session import Emulator
@@ -60,13 +63,6 @@ class Stack:
         }
 
 
-class _NoManagedPolicies:
-    """Offline: the template names managed policies by ARN, never by name."""
-
-    def load(self) -> dict[str, str]:
-        return {}
-
-
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     return yaml_parse(path.read_text())
 
@@ -80,10 +76,12 @@ def _zip_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def package(template: dict[str, Any], s3: Any, root: Path = PROJECT_ROOT) -> dict[str, Any]:
+Upload = Callable[[str, bytes], None]
+
+
+def package(template: dict[str, Any], upload: Upload, root: Path = PROJECT_ROOT) -> dict[str, Any]:
     """Upload every local CodeUri/ContentUri/DefinitionUri; return the packaged template."""
     packaged = copy.deepcopy(template)
-    s3.create_bucket(Bucket=ARTIFACTS_BUCKET)
     for logical_id, resource in packaged["Resources"].items():
         prop = PACKAGED.get(resource["Type"])
         local = resource.get("Properties", {}).get(prop) if prop else None
@@ -92,13 +90,18 @@ def package(template: dict[str, Any], s3: Any, root: Path = PROJECT_ROOT) -> dic
         path = root / local
         body = _zip_folder(path) if path.is_dir() else path.read_bytes()
         key = f"{logical_id}/{hashlib.sha256(body).hexdigest()}"
-        s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)
+        upload(key, body)
         resource["Properties"][prop] = {"Bucket": ARTIFACTS_BUCKET, "Key": key}
     return packaged
 
 
-def translate(template: dict[str, Any]) -> dict[str, Any]:
-    return transform(template, {}, _NoManagedPolicies())
+def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, Any]:
+    """The SAM transform, offline: a session that only names the region, no managed-policy
+    lookups (the template names managed policies by ARN)."""
+    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
+    return translator.translate(
+        copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict
+    )
 
 
 def _network(emulator: Emulator) -> dict[str, str]:
@@ -115,7 +118,11 @@ def _network(emulator: Emulator) -> dict[str, str]:
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
            parameters: dict[str, str] | None = None, template_path: Path = TEMPLATE) -> Stack:
     """Package, translate and create the stack; raise DeployError with the reason if it fails."""
-    translated = translate(package(load_template(template_path), emulator.client("s3")))
+    s3 = emulator.client("s3")
+    s3.create_bucket(Bucket=ARTIFACTS_BUCKET)
+    packaged = package(load_template(template_path),
+                       lambda key, body: s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body))
+    translated = translate(packaged, emulator.region)
     values = _network(emulator) | (parameters or {})
     cfn = emulator.client("cloudformation")
     cfn.create_stack(

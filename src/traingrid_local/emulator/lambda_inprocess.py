@@ -8,7 +8,9 @@ read as on AWS) and calls it. An exception comes back the way Lambda reports it:
 Functions' Retry/Catch match our own error names. What the function logs goes to its CloudWatch
 Logs group, ``/aws/lambda/<name>``.
 
-Environment variables are process-wide, so invocations are serialised.
+Environment variables are process-wide, so invocations are serialised. Every AWS call a
+function makes is recorded (``CALLS``: function name → IAM-style actions), so tests can hold
+each function's role to exactly what its code does.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.logs.models import logs_backends
 
 _LOCK = threading.RLock()
+_INVOKING = threading.local()
+CALLS: dict[str, set[str]] = {}
 _EXTRACTED: dict[str, Path] = {}
 _MODULES: dict[tuple[str, str], ModuleType] = {}
 _WORKDIR = Path(tempfile.mkdtemp(prefix="traingrid-lambda-"))
@@ -112,6 +116,14 @@ def _write_logs(fn: LambdaFunction, context: InvocationContext, text: str) -> No
                         [{"timestamp": now_ms, "message": line} for line in lines])
 
 
+def record_call(model: Any, **_: Any) -> None:
+    """botocore ``before-call`` hook: note ``service:Operation`` for the invoking function."""
+    function_name = getattr(_INVOKING, "function_name", None)
+    if function_name is not None:
+        prefix = model.service_model.signing_name
+        CALLS.setdefault(function_name, set()).add(f"{prefix}:{model.name}")
+
+
 def _handler(backend: LambdaSimpleBackend, fn: LambdaFunction) -> Any:
     code_dir = _extract(fn.code_bytes)
     module_name, _, attribute = fn.handler.rpartition(".")
@@ -138,6 +150,7 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
     with _LOCK, _function_environment(fn, paths):
         context = InvocationContext(fn)
         handler = _handler(backend, fn)  # the cold start creates the loggers to capture
+        _INVOKING.function_name = fn.function_name
         with _captured_logs() as logs:
             try:
                 result = handler(event, context)
@@ -150,6 +163,8 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
                 }).encode()
                 failed = True
                 print(payload.decode(), file=logs)
+            finally:
+                _INVOKING.function_name = None
         _write_logs(fn, context, logs.getvalue())
     return payload, failed
 

@@ -82,6 +82,10 @@ class Emulator:
         CLOCK.reset(self.speed)
         faults.set_plan(self.fault_plan)
         traingrid.clock.now = CLOCK.now
+        # Functions' clients come from the default session: record what each one calls.
+        boto3.setup_default_session()
+        boto3.DEFAULT_SESSION.events.register("before-call", lambda_inprocess.record_call)
+        lambda_inprocess.CALLS.clear()
         clients.reset()
         return self
 

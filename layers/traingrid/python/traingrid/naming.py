@@ -33,7 +33,10 @@ def prefix_of(key: str) -> str:
 
 
 def run_name_for_object(bucket: str, key: str, etag: str) -> str:
-    """``<last two prefix segments>-<hash of bucket, key, etag>``, e.g. ``imagenet2012-resized-…``."""
+    """``<last two prefix segments>-<hash of bucket, key and ETag>``.
+
+    For example ``imagenet2012-resized-57b1caf1bd02``.
+    """
     segments = [s for s in prefix_of(key).split("/") if s][-2:]
     readable = slug("-".join(segments) or bucket, MAX_NAME - HASH_CHARS - 1)
     etag = etag.strip('"')  # S3 events omit the quotes that HeadObject includes

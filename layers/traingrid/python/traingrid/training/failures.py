@@ -32,52 +32,60 @@ def readable(failure: dict[str, Any]) -> tuple[str, str]:
     return error, cause.strip()
 
 
-def explain(state: dict[str, Any]) -> dict[str, str]:
+def primary(state: dict[str, Any]) -> tuple[str, str, str | None]:
+    """(error, cause, key of the failure it came from) of what ended the run."""
     job = state.get("job") or {}
-    file_system = state.get("file_system") or {}
-    archive_failed = "archive_failure" in state
     if "failure" in state:
-        error, cause = readable(state["failure"])
-    elif job.get("error"):
-        error, cause = job["error"], job.get("cause") or "the training job failed"
-    elif archive_failed:
-        error, cause = readable(state["archive_failure"])
-        archive_failed = False  # it is the primary cause; no need to say it twice
-    elif "release_failure" in state:
-        error, cause = "FileSystemNotDeleted", ""
-    else:
-        error, cause = "UnknownFailure", "the run ended without a recorded reason"
-    notes = [cause] if cause else []
+        return (*readable(state["failure"]), "failure")
+    if job.get("error"):
+        return job["error"], job.get("cause") or "the training job failed", None
+    if "archive_failure" in state:
+        return (*readable(state["archive_failure"]), "archive_failure")
+    if "release_failure" in state:
+        return "FileSystemNotDeleted", "", None
+    return "UnknownFailure", "the run ended without a recorded reason", None
 
-    if archive_failed:
-        notes.append("Archiving the outputs failed too: " + readable(state["archive_failure"])[1])
+
+def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
+    """What else a person needs to know: kept or undeleted resources, archived artifacts."""
+    job = state.get("job") or {}
+    fs_id = (state.get("file_system") or {}).get("id")
+    found = []
+    if "archive_failure" in state and primary_key != "archive_failure":
+        found.append("Archiving the outputs failed too: " + readable(state["archive_failure"])[1])
     if retained := state.get("retained"):
-        notes.append(
+        found.append(
             f"The file system {retained['file_system_id']} is kept until "
             f"{retained['expires_at']} so nothing is lost: {retained['where']}. Copy what you "
             "need, then delete it (the janitor deletes it after that time)."
         )
     if "retain_failure" in state:
-        _, why = readable(state["retain_failure"])
-        notes.append(
-            f"Tagging the kept file system {file_system.get('id')} failed ({why}); it was not "
-            "deleted: copy its outputs before deleting it yourself."
+        found.append(
+            f"Tagging the kept file system {fs_id} failed ({readable(state['retain_failure'])[1]});"
+            " it was not deleted: copy its outputs before deleting it yourself."
         )
     if "release_failure" in state:
-        _, why = readable(state["release_failure"])
-        notes.append(
-            f"The file system {file_system.get('id')} could not be deleted ({why}); delete it "
-            f"with: aws fsx delete-file-system --file-system-id {file_system.get('id')}"
+        found.append(
+            f"The file system {fs_id} could not be deleted "
+            f"({readable(state['release_failure'])[1]}); delete it with: "
+            f"aws fsx delete-file-system --file-system-id {fs_id}"
         )
     elif "released" in state:
-        notes.append(f"The file system {file_system.get('id')} was deleted.")
+        found.append(f"The file system {fs_id} was deleted.")
     if archive := state.get("archive"):
-        notes.append(f"Artifacts archived: {archive['manifest']} ({archive['objects']} "
-                     f"object{'s' if archive['objects'] != 1 else ''}).")
+        count = archive["objects"]
+        found.append(f"Artifacts archived: {archive['manifest']} "
+                     f"({count} object{'s' if count != 1 else ''}).")
     if "stop_failure" in state:
-        notes.append(
+        found.append(
             f"Stopping Batch job {job.get('id')} failed; stop it with: "
             f"aws batch terminate-job --job-id {job.get('id')} --reason traingrid"
         )
-    text = " ".join(n.rstrip() if n.rstrip().endswith(".") else n.rstrip() + "." for n in notes)
+    return found
+
+
+def explain(state: dict[str, Any]) -> dict[str, str]:
+    error, cause, key = primary(state)
+    parts = ([cause] if cause else []) + notes(state, key)
+    text = " ".join(p.rstrip() if p.rstrip().endswith(".") else p.rstrip() + "." for p in parts)
     return {"error": error, "cause": text[:MAX_CAUSE]}

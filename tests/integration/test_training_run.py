@@ -1,0 +1,160 @@
+"""TrainingRun end to end on the emulator: every scenario, through the deployed stack and a
+real S3 upload."""
+
+from __future__ import annotations
+
+import json
+from fnmatch import fnmatch
+
+import pytest
+
+from traingrid_local import report
+from traingrid_local.demo import DEMO_BUCKET
+
+pytestmark = pytest.mark.e2e
+
+
+def artifact_names(outcome) -> set[str]:
+    return {a["uri"].split("/", 5)[-1] for a in outcome.report["artifacts"]}
+
+
+def no_file_systems(outcome) -> bool:
+    return outcome.emulator.client("fsx").describe_file_systems()["FileSystems"] == []
+
+
+def test_happy_path_trains_archives_and_releases(run_scenario):
+    outcome = run_scenario("happy")
+    execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    assert execution["state_machine"] == "TrainingRun"
+    assert execution["name"].startswith("imagenet2012-resized-")
+    assert execution["simulated_seconds"] >= 3600
+    assert {"model/final.ckpt", "metrics.json", "logs/main-node.log"} <= artifact_names(outcome)
+    manifest_uri = execution["output"]["manifest"]
+    bucket, key = manifest_uri.removeprefix("s3://").split("/", 1)
+    manifest = json.loads(outcome.emulator.client("s3").get_object(Bucket=bucket, Key=key)[
+        "Body"].read())
+    assert manifest["object_count"] == len(outcome.report["artifacts"]) == len(manifest["objects"])
+    assert all({"key", "size", "etag"} <= set(o) for o in manifest["objects"])
+    assert outcome.report["leaked_resources"] == [] and outcome.report["retained_resources"] == []
+    assert no_file_systems(outcome)
+
+
+def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):
+    outcome = run_scenario("happy", manifest={"nodes": 4, "instance_type": "p4d.24xlarge",
+                                              "batch_size": 128})
+    job_id = outcome.execution["output"]["job_id"]
+    job = outcome.emulator.client("batch").describe_jobs(jobs=[job_id])["jobs"][0]
+    assert job["jobName"] == outcome.execution["name"]
+    assert job["nodeProperties"]["numNodes"] == 4
+    from moto.batch.models import batch_backends
+
+    simulated = batch_backends["123456789012"]["us-east-1"].get_job_by_id(job_id).simulated
+    assert simulated.instance_type == "p4d.24xlarge"
+    env = simulated.environment
+    assert (env["MPI_GPUS"], env["BATCH_SIZE"]) == ("32", "128")
+    assert env["FSX_DNS_NAME"].endswith(".fsx.us-east-1.amazonaws.com")
+    assert env["FSX_MOUNT_NAME"] and env["OUTPUT_DIR"] == f"/fsx/runs/{job['jobName']}"
+
+
+def test_file_system_failure_ends_the_run_and_deletes_it(run_scenario):
+    outcome = run_scenario("fsx-create-failed")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "FileSystemFailed")
+    assert "FAILED while hydrating" in execution["cause"]
+    assert "was deleted" in execution["cause"]
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+    assert outcome.report["artifacts"] == []
+
+
+def test_training_failure_is_explained_archived_and_released(run_scenario):
+    outcome = run_scenario("batch-job-failed")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobFailed")
+    assert "main node 0 exited with code 1" in execution["cause"]
+    assert "Check the training logs" in execution["cause"]
+    names = artifact_names(outcome)
+    assert "logs/main-node.log" in names and "model/final.ckpt" not in names
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_job_stuck_in_runnable_is_terminated_with_a_diagnosis(run_scenario):
+    outcome = run_scenario("stuck-runnable")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobStuck")
+    assert "No capacity for 20 × p3.16xlarge in job queue traingrid-TrainingJobQueue" in (
+        execution["cause"])
+    batch = outcome.emulator.client("batch")
+    queue = outcome.stack.outputs["TrainingJobQueueArn"]
+    (job,) = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
+    assert job["jobName"] == execution["name"]
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_failed_archive_keeps_the_file_system_and_says_where(run_scenario):
+    outcome = run_scenario("export-failed")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "ExportFailed")
+    (kept,) = outcome.report["retained_resources"]
+    assert kept["run"] == execution["name"]
+    assert f"{kept['id']} is kept until {kept['expires_at']}" in execution["cause"]
+    assert f"/runs/{execution['name']}" in execution["cause"]
+    assert outcome.report["leaked_resources"] == []
+    fs = outcome.emulator.client("fsx").describe_file_systems()["FileSystems"][0]
+    assert fs["Lifecycle"] == "AVAILABLE"
+
+
+def test_throttling_is_absorbed_by_retries(run_scenario):
+    outcome = run_scenario("throttling")
+    execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    events = report.history(outcome.emulator, execution["execution_arn"])
+    throttled = [e for e in events if e["type"] == "TaskFailed"
+                 and "Rate exceeded" in e["taskFailedEventDetails"].get("cause", "")]
+    assert throttled, "the state machine should have retried throttled calls"
+    assert outcome.report["leaked_resources"] == []
+
+
+def test_duplicate_uploads_start_one_run(run_scenario):
+    outcome = run_scenario("happy", uploads=3)
+    assert len(outcome.report["executions"]) == 1
+    assert outcome.execution["status"] == "SUCCEEDED"
+
+
+def test_invalid_manifest_is_rejected_and_nothing_starts(run_scenario, load_event):
+    outcome = run_scenario("happy", manifest=load_event("manifest-invalid.json"))
+    assert outcome.report["executions"] == []
+    (rejected,) = outcome.report["rejected_manifests"]
+    pointers = {p["pointer"] for p in rejected["problems"]}
+    assert {"/nodes", "/instance_type", "/colour", "/extra_mpi_params"} <= pointers
+    assert no_file_systems(outcome)
+
+
+def test_dataset_outside_the_data_bucket_is_refused(run_scenario):
+    outcome = run_scenario("happy", manifest={"dataset": "s3://someone-elses-bucket/data/"})
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "RequestInvalid")
+    assert f"s3://{DEMO_BUCKET}/ only" in execution["cause"]
+
+
+def _role_actions(stack, function_name: str) -> list[str]:
+    logical = next(k for k, v in stack.resources.items() if v == function_name)
+    role = stack.template["Resources"][f"{logical}Role"]["Properties"]
+    return [a for policy in role.get("Policies", [])
+            for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
+            for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+
+
+# Operations whose IAM action has another name.
+IAM_ACTION = {"s3:ListObjectsV2": "s3:ListBucket", "s3:HeadObject": "s3:GetObject"}
+
+
+@pytest.mark.parametrize("scenario", ["happy", "export-failed", "stuck-runnable"])
+def test_each_function_calls_only_what_its_role_allows(run_scenario, scenario):
+    outcome = run_scenario(scenario)
+    assert outcome.calls, "no function called AWS"
+    for function_name, calls in outcome.calls.items():
+        allowed = _role_actions(outcome.stack, function_name)
+        for call in calls:
+            action = IAM_ACTION.get(call, call)
+            assert any(fnmatch(action, a) for a in allowed), f"{function_name}: {action}"

@@ -1,0 +1,227 @@
+"""template.yaml and the state machines: valid, consistent with each other, least privilege."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traingrid.training.plan import job_environment
+from traingrid.training.request import TrainingRunRequest
+from traingrid_local.emulator.deploy import TEMPLATE, load_template, package, translate
+from traingrid_local.schemas import SCHEMA_DIR, SCHEMAS, render
+
+ROOT = TEMPLATE.parent
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
+# Actions that AWS does not scope to resources (their Resource must be "*").
+UNSCOPED_ACTIONS = {
+    "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks", "batch:DescribeJobs",
+    "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs",
+    "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
+    "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+    "xray:GetSamplingTargets", "logs:CreateLogDelivery", "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery", "logs:DeleteLogDelivery", "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def translated(template) -> dict[str, Any]:
+    return translate(package(template, upload=lambda key, body: None))
+
+
+def state_machines(template) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """logical id → (properties, ASL definition)"""
+    found = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::StateMachine":
+            props = resource["Properties"]
+            found[logical_id] = (props, json.loads((ROOT / props["DefinitionUri"]).read_text()))
+    return found
+
+
+def test_cfn_lint_is_clean():
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), str(TEMPLATE)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_translates_offline(translated):
+    types = {r["Type"] for r in translated["Resources"].values()}
+    assert {"AWS::Lambda::Function", "AWS::StepFunctions::StateMachine", "AWS::Events::Rule",
+            "AWS::Lambda::LayerVersion", "AWS::Batch::JobDefinition"} <= types
+    assert not any(t.startswith("AWS::Serverless::") for t in types)
+
+
+def test_placeholders_match_substitutions_exactly(template):
+    for logical_id, (props, definition) in state_machines(template).items():
+        text = json.dumps(definition)
+        assert set(PLACEHOLDER.findall(text)) == set(props["DefinitionSubstitutions"]), logical_id
+
+
+def _targets(state: dict[str, Any]) -> list[str]:
+    found = [state[k] for k in ("Next", "Default") if k in state]
+    found += [c["Next"] for c in state.get("Catch", [])]
+    found += [c["Next"] for c in state.get("Choices", [])]
+    return found
+
+
+def test_every_transition_target_exists_and_every_state_is_reachable(template):
+    for _, definition in state_machines(template).values():
+        states = definition["States"]
+        assert definition["StartAt"] in states
+        for name, state in states.items():
+            for target in _targets(state):
+                assert target in states, f"{name} → {target}"
+            ends = state.get("End") or state["Type"] in ("Succeed", "Fail")
+            assert ends or _targets(state), f"{name} neither ends nor moves on"
+        reachable, frontier = set(), [definition["StartAt"]]
+        while frontier:
+            name = frontier.pop()
+            if name not in reachable:
+                reachable.add(name)
+                frontier += _targets(states[name])
+        assert reachable == set(states)
+
+
+def test_every_aws_task_retries_throttling_with_full_jitter(template):
+    for _, definition in state_machines(template).values():
+        for name, state in definition["States"].items():
+            if state["Type"] != "Task":
+                continue
+            retries = state.get("Retry", [])
+            assert retries, f"{name} has no Retry"
+            assert all(r.get("JitterStrategy") == "FULL" and r.get("BackoffRate", 1) > 1
+                       for r in retries), name
+            names = {e for r in retries for e in r["ErrorEquals"]}
+            assert any("Throttling" in e or "TooManyRequests" in e for e in names), name
+
+
+def test_every_failure_ends_in_a_readable_fail_state(template):
+    for _, definition in state_machines(template).values():
+        fails = [s for s in definition["States"].values() if s["Type"] == "Fail"]
+        assert fails and all("CausePath" in s or "Cause" in s for s in fails)
+
+
+def test_job_environment_in_the_state_machine_matches_the_plan(template):
+    _, definition = state_machines(template)["TrainingRunStateMachine"]
+    submit = definition["States"]["SubmitTrainingJob"]["Parameters"]
+    overrides = submit["NodeOverrides"]["NodePropertyOverrides"][0]["ContainerOverrides"]
+    names = {e["Name"] for e in overrides["Environment"]}
+    request = TrainingRunRequest(dataset="s3://bkt/d/")
+    assert names == set(job_environment(request, "r", 8)) | {"FSX_DNS_NAME", "FSX_MOUNT_NAME"}
+
+
+def _asl_actions(definition: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
+    """IAM action → the substitution it targets, from every Task's Resource."""
+    actions = {}
+    for state in definition["States"].values():
+        resource = state.get("Resource", "")
+        if match := re.fullmatch(r"arn:\$\{Partition\}:states:::aws-sdk:(\w+):(\w+)", resource):
+            service, api = match.groups()
+            actions[f"{service}:{api[0].upper()}{api[1:]}"] = "*"
+        elif match := PLACEHOLDER.fullmatch(resource):
+            actions["lambda:InvokeFunction"] = props["DefinitionSubstitutions"][match.group(1)]
+    return actions
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for policy in role["Properties"].get("Policies", [])
+            for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def allows(statements: list[dict[str, Any]], action: str) -> bool:
+    return any(fnmatch(action, a) for s in statements for a in _as_list(s["Action"]))
+
+
+def test_state_machine_role_grants_what_its_asl_calls(template, translated):
+    for logical_id, (props, definition) in state_machines(template).items():
+        role = translated["Resources"][f"{logical_id}Role"]
+        statements = _statements(role)
+        for action in _asl_actions(definition, props):
+            assert allows(statements, action), f"{logical_id} may not {action}"
+        invoked = {json.dumps(s["Resource"]) for s in statements
+                   if "lambda:InvokeFunction" in _as_list(s["Action"])}
+        for name in (n for n in props["DefinitionSubstitutions"] if n.endswith("FunctionArn")):
+            function = name.removesuffix("Arn")
+            assert any(function in r for r in invoked), f"{logical_id} cannot invoke {function}"
+
+
+def test_no_wildcard_actions_and_resources_scoped_where_aws_allows(translated):
+    for logical_id, resource in translated["Resources"].items():
+        if resource["Type"] != "AWS::IAM::Role":
+            continue
+        for statement in _statements(resource):
+            actions = _as_list(statement["Action"])
+            assert "*" not in actions and not any(a.endswith(":*") for a in actions), logical_id
+            if "*" in _as_list(statement["Resource"]):
+                unscoped = [a for a in actions if a not in UNSCOPED_ACTIONS]
+                assert not unscoped, f"{logical_id}: {unscoped} on Resource *"
+
+
+def test_data_bucket_is_private_encrypted_and_tls_only(template):
+    bucket = template["Resources"]["DataBucket"]["Properties"]
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    policy = template["Resources"]["DataBucketPolicy"]["Properties"]["PolicyDocument"]
+    assert any(s["Effect"] == "Deny" and s["Condition"]["Bool"]["aws:SecureTransport"] == "false"
+               for s in policy["Statement"])
+
+
+def test_every_function_folder_has_a_thin_handler(template):
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        app = ROOT / resource["Properties"]["CodeUri"] / "app.py"
+        tree = ast.parse(app.read_text())
+        handlers = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assert [h.name for h in handlers] == ["lambda_handler"], logical_id
+        assert len(handlers[0].body) <= 3, f"{logical_id}'s handler is not thin"
+
+
+def test_runtime_never_imports_local_only_code():
+    forbidden = ("traingrid_local", "moto", "sqlalchemy", "typer", "rich", "samtranslator")
+    for path in [*ROOT.glob("layers/traingrid/python/**/*.py"), *ROOT.glob("functions/*/app.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{path} imports {name}"
+
+
+def test_layer_dependency_pins_match_the_project():
+    pins = {line.split("==")[0].split("[")[0].lower(): line.split("==")[1]
+            for line in (ROOT / "layers/dependencies/requirements.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {d.split("==")[0].lower(): d.split("==")[1] for d in project}
+    for name, version in pins.items():
+        assert declared[name] == version, name
+
+
+def test_json_schemas_are_generated_from_the_models():
+    for name, model in SCHEMAS.items():
+        assert (SCHEMA_DIR / name).read_text() == render(model), f"run make schema ({name})"
+
+
+def test_schema_example_is_a_valid_request():
+    example = json.loads((SCHEMA_DIR / "examples/training-run-request.json").read_text())
+    assert TrainingRunRequest.model_validate(example).nodes == example["nodes"]

@@ -1,0 +1,111 @@
+"""Planning: capacity rounding, GPUs, the job's environment, tags and limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from traingrid.errors import RequestInvalid
+from traingrid.training.catalog import DeploymentType, is_valid_capacity, round_up_capacity
+from traingrid.training.plan import GIB, DatasetSize, plan_run
+from traingrid.training.request import TrainingRunRequest
+from traingrid.validation import parse
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:TrainingRun:run-1"
+
+
+def plan(dataset_gib: float = 140, **fields):
+    request = parse(TrainingRunRequest, {"dataset": "s3://bkt/imagenet/", **fields})
+    size = DatasetSize(objects=1024, bytes=int(dataset_gib * GIB))
+    return plan_run(request, run="run-1", execution_arn=EXECUTION, dataset=size, now=NOW)
+
+
+@pytest.mark.parametrize(("deployment", "needed", "expected"), [
+    (DeploymentType.SCRATCH_2, 1, 1200),
+    (DeploymentType.SCRATCH_2, 1200, 1200),
+    (DeploymentType.SCRATCH_2, 1201, 2400),
+    (DeploymentType.SCRATCH_2, 2401, 4800),
+    (DeploymentType.SCRATCH_2, 4800, 4800),
+    (DeploymentType.PERSISTENT_1, 5000, 7200),
+    (DeploymentType.SCRATCH_1, 2401, 3600),
+    (DeploymentType.SCRATCH_1, 3601, 7200),
+])
+def test_capacity_rounds_up_to_a_valid_increment(deployment, needed, expected):
+    assert round_up_capacity(deployment, needed) == expected
+    assert is_valid_capacity(deployment, expected)
+
+
+def test_reference_plan_has_160_gpus_and_the_seed_environment():
+    result = plan()
+    job = result["job"]
+    assert (job["nodes"], job["instance_type"], job["gpus_per_node"]) == (20, "p3.16xlarge", 8)
+    assert job["mpi_gpus"] == 160
+    env = job["environment"]
+    assert env["MPI_GPUS"] == "160"
+    assert env["BATCH_SIZE"] == "256"
+    assert env["EPOCHS"] == "90" and env["WARMUP_EPOCHS"] == "10"
+    assert env["LR_DECAY_MODE"] == "poly"
+    assert env["EXTRA_MPI_PARAMS"] == (
+        "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
+        "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
+    )
+    assert env["OUTPUT_DIR"] == "/fsx/runs/run-1"
+    assert all(isinstance(v, str) for v in env.values())
+    assert {"Type": "GPU", "Value": "8"} in job["resource_requirements"]
+
+
+def test_gpus_follow_the_instance_type():
+    job = plan(nodes=3, instance_type="g5.12xlarge")["job"]
+    assert job["mpi_gpus"] == 12
+    assert job["environment"]["MPI_GPUS"] == "12"
+
+
+def test_file_system_is_sized_from_the_dataset_with_headroom():
+    assert plan(dataset_gib=100)["file_system"]["storage_capacity_gib"] == 1200
+    # 2000 GiB × 1.25 = 2500 GiB → the next SCRATCH_2 size is 4800
+    assert plan(dataset_gib=2000)["file_system"]["storage_capacity_gib"] == 4800
+
+
+def test_file_system_hydrates_from_the_dataset_and_exports_to_its_bucket():
+    fs = plan()["file_system"]
+    lustre = fs["lustre_configuration"]
+    assert lustre == {"DeploymentType": "SCRATCH_2", "ImportPath": "s3://bkt/imagenet/",
+                      "ExportPath": "s3://bkt"}
+    persistent = plan(fsx={"deployment_type": "PERSISTENT_1"})["file_system"]
+    assert persistent["lustre_configuration"]["PerUnitStorageThroughput"] == 200
+
+
+def test_tags_name_the_run_execution_and_expiry():
+    result = plan()
+    tags = {t["Key"]: t["Value"] for t in result["file_system"]["tags"]}
+    assert tags["traingrid:run"] == "run-1"
+    assert tags["traingrid:execution"] == EXECUTION
+    # hydrate 60 min + runnable 30 min + training 72 h + archive 120 min + 1 h margin
+    assert tags["traingrid:expires-at"] == "2026-11-24T16:30:00Z"
+
+
+def test_requested_capacity_must_be_valid_and_large_enough():
+    with pytest.raises(RequestInvalid) as raised:
+        plan(dataset_gib=3000, fsx={"storage_capacity_gib": 3000})
+    messages = [p["message"] for p in raised.value.problems]
+    assert len(messages) == 2
+    assert "not a valid SCRATCH_2 capacity" in messages[0] and "4800" in messages[0]
+    assert "cannot hold the dataset" in messages[1]
+    assert plan(dataset_gib=10, fsx={"storage_capacity_gib": 2400})["file_system"][
+        "storage_capacity_gib"] == 2400
+
+
+def test_archive_and_limits():
+    result = plan(timeouts={"training_hours": 2})
+    assert result["archive"] == {"bucket": "bkt", "prefix": "runs/run-1/",
+                                 "file_system_path": "runs/run-1"}
+    assert result["limits"]["training_s"] == 7200
+    assert result["job"]["attempt_duration_s"] == 7200 + 900
+
+
+def test_cost_estimate():
+    estimate = plan()["estimate"]
+    assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 24.48)
+    assert estimate["max_usd"] > estimate["compute_usd_per_hour"] * 72

@@ -55,7 +55,9 @@ def _print_report(result: dict[str, Any]) -> None:
             stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
     stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
     for artifact in result["artifacts"]:
-        stdout.print(f"  {artifact['uri']}  {artifact['size']} bytes")
+        # Unwrapped, so each URI can be copied whole.
+        stdout.print(f"  {artifact['uri']}  ({artifact['size']} bytes)", soft_wrap=True,
+                     highlight=False)
     for kept in result["retained_resources"]:
         stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
                      f"(run {kept['run']}): its archive failed, its data is safe there.")

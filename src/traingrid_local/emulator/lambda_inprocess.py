@@ -94,13 +94,16 @@ def _captured_logs() -> Iterator[io.StringIO]:
     service = os.environ.get("POWERTOOLS_SERVICE_NAME", "service")
     handlers = [h for h in logging.getLogger(service).handlers
                 if isinstance(h, logging.StreamHandler)]
-    saved = [h.setStream(buffer) for h in handlers]
+    # Assigned, not setStream(): that flushes the old stream, which may be closed by now.
+    saved = [h.stream for h in handlers]
+    for handler in handlers:
+        handler.stream = buffer
     try:
         with contextlib.redirect_stdout(buffer):
             yield buffer
     finally:
         for handler, stream in zip(handlers, saved, strict=True):
-            handler.setStream(stream)
+            handler.stream = stream
 
 
 def _write_logs(fn: LambdaFunction, context: InvocationContext, text: str) -> None:

@@ -1,0 +1,73 @@
+"""The traingrid CLI through typer's runner, on the emulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from traingrid_local.cli import app
+from traingrid_local.emulator import batch
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def short_training(monkeypatch):
+    monkeypatch.setattr(batch, "TRAINING_SECONDS", 3600)
+
+
+def test_demo_json_reports_a_failed_job_with_its_cause_and_nothing_leaked():
+    result = runner.invoke(app, ["demo", "--scenario", "batch-job-failed", "--json",
+                                 "--speed", "4000", "--training-hours", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    (execution,) = report["executions"]
+    assert execution["status"] == "FAILED"
+    assert execution["state_machine"] == "TrainingRun"
+    assert "exited with code 1" in execution["cause"]
+    assert execution["state_transitions"] > 0 and execution["history_events"] > 0
+    assert report["leaked_resources"] == []
+    assert report["ok"] is True
+
+
+def test_demo_prints_a_readable_report(tmp_path):
+    manifest = tmp_path / "run.json"
+    manifest.write_text(json.dumps({"nodes": 2, "instance_type": "p4d.24xlarge"}))
+    result = runner.invoke(app, ["demo", "--manifest", str(manifest), "--key",
+                                 "imagenet2012/resized/manifest.json", "--uploads", "2",
+                                 "--speed", "4000", "--training-hours", "1"])
+    assert result.exit_code == 0, result.output
+    assert "SUCCEEDED" in result.stdout
+    assert "Leaked resources: none" in result.stdout
+    assert "model/final.ckpt" in result.stdout
+
+
+def test_demo_with_a_rejected_manifest_exits_non_zero_with_the_reason(tmp_path):
+    manifest = tmp_path / "bad.json"
+    manifest.write_text(json.dumps({"nodes": 0}))
+    result = runner.invoke(app, ["demo", "--manifest", str(manifest), "--speed", "4000"])
+    assert result.exit_code == 1
+    assert "/nodes" in result.stdout
+    assert "the manifest was rejected; nothing started" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--scenario", "meteor-strike"], "unknown scenario 'meteor-strike'"),
+    (["--pipeline", "campaign"], "unknown pipeline 'campaign'"),
+    (["--uploads", "0"], "--uploads must be at least 1"),
+    (["--manifest", "/nonexistent.json"], "does not exist"),
+])
+def test_bad_arguments_get_a_clear_error(args, message):
+    result = runner.invoke(app, ["demo", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_scenarios_lists_every_fault():
+    result = runner.invoke(app, ["scenarios"])
+    assert result.exit_code == 0
+    for name in ("happy", "fsx-create-failed", "batch-job-failed", "stuck-runnable",
+                 "export-failed", "throttling"):
+        assert name in result.stdout

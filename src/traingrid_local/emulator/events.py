@@ -77,9 +77,10 @@ def _send_to_targets(self: Rule, original_event: dict[str, Any],
         except Exception:  # noqa: BLE001 - delivery is asynchronous on AWS too
             log.exception("EventBridge delivery to %s failed", target["Arn"])
     if others:
+        # moto's own deliveries (SQS, logs, …) expect moto's event shape (a numeric time).
         rest = copy.copy(self)
         rest.targets = others
-        _original_send(rest, event, transform_input)
+        _original_send(rest, original_event, transform_input)
 
 
 def apply() -> None:

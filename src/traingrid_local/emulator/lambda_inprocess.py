@@ -8,7 +8,10 @@ read as on AWS) and calls it. An exception comes back the way Lambda reports it:
 Functions' Retry/Catch match our own error names. What the function logs goes to its CloudWatch
 Logs group, ``/aws/lambda/<name>``.
 
-Environment variables are process-wide, so invocations are serialised. Every AWS call a
+Environment variables are process-wide, so invocations are serialised. All functions share one
+interpreter here, and so the runtime package's Powertools Logger and Metrics: each invocation
+gives them its function's ``POWERTOOLS_*`` settings, as that function's own cold start would,
+even when the package was first imported outside any function. Every AWS call a
 function makes is recorded (``CALLS``: function name → IAM-style actions), so tests can hold
 each function's role to exactly what its code does.
 """
@@ -86,14 +89,26 @@ def _function_environment(fn: LambdaFunction, paths: list[str]) -> Iterator[None
         sys.path[:] = saved_path
 
 
+def _shared_log_handlers() -> list[logging.StreamHandler]:
+    """Configure the runtime package's Logger/Metrics for this function; their log handlers."""
+    observability = sys.modules.get("traingrid.observability")
+    if observability is None:
+        return []
+    service = os.environ.get("POWERTOOLS_SERVICE_NAME", "service_undefined")
+    observability.metrics.namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE")
+    observability.metrics.service = service
+    observability.logger.append_keys(service=service)
+    observability.logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO"))
+    handler = observability.logger.registered_handler
+    return [handler] if isinstance(handler, logging.StreamHandler) else []
+
+
 @contextlib.contextmanager
 def _captured_logs() -> Iterator[io.StringIO]:
-    """What a function writes (stdout, Powertools' log handlers) goes to a buffer, as Lambda
+    """What a function writes (stdout, Powertools' log handler) goes to a buffer, as Lambda
     sends it to CloudWatch Logs."""
     buffer = io.StringIO()
-    service = os.environ.get("POWERTOOLS_SERVICE_NAME", "service")
-    handlers = [h for h in logging.getLogger(service).handlers
-                if isinstance(h, logging.StreamHandler)]
+    handlers = _shared_log_handlers()
     # Assigned, not setStream(): that flushes the old stream, which may be closed by now.
     saved = [h.stream for h in handlers]
     for handler in handlers:
@@ -117,6 +132,12 @@ def _write_logs(fn: LambdaFunction, context: InvocationContext, text: str) -> No
     now_ms = int(time.time() * 1000)
     logs.put_log_events(context.log_group_name, context.log_stream_name,
                         [{"timestamp": now_ms, "message": line} for line in lines])
+
+
+def reset() -> None:
+    """A new emulator session: every function starts cold, no call recorded yet."""
+    _MODULES.clear()
+    CALLS.clear()
 
 
 def record_call(model: Any, **_: Any) -> None:

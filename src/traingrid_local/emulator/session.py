@@ -85,7 +85,7 @@ class Emulator:
         # Functions' clients come from the default session: record what each one calls.
         boto3.setup_default_session()
         boto3.DEFAULT_SESSION.events.register("before-call", lambda_inprocess.record_call)
-        lambda_inprocess.CALLS.clear()
+        lambda_inprocess.reset()
         clients.reset()
         return self
 

@@ -4,12 +4,14 @@ Step Functions takes PascalCase parameters even where the service API is camelCa
 ``JobName`` → ``jobName``) and returns PascalCase results. moto's interpreter leaves
 ``StateTaskService._normalise_parameters``/``_normalise_response`` empty, so ``batch:submitJob``
 fails. This fills them in from botocore's operation models, and names aws-sdk errors with the
-service's PascalCase name (``FSx.ThrottlingException``), as AWS does.
+service's PascalCase name (``FSx.ThrottlingException``), as AWS does, and returns timestamps as
+ISO 8601 strings (boto3's ``datetime`` values cannot be serialised into the state).
 """
 
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from typing import Any
 
 import botocore.session
@@ -44,11 +46,23 @@ def _normalise_parameters(self: StateTaskService, parameters: dict, boto_service
         self._to_boto_request(parameters, operation.input_shape)
 
 
+def timestamps_as_text(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = timestamps_as_text(item)
+    elif isinstance(value, list):
+        value[:] = [timestamps_as_text(item) for item in value]
+    return value
+
+
 def _normalise_response(self: StateTaskService, response: Any, boto_service_name=None,  # noqa: ANN001
                         service_action_name=None) -> None:
     operation = _operation(self, boto_service_name, service_action_name)
     if operation is not None and operation.output_shape is not None:
         self._from_boto_response(response, operation.output_shape)
+    timestamps_as_text(response)
 
 
 SERVICE_ERROR_NAMES = {"batch": "Batch", "fsx": "FSx", "s3": "S3", "lambda": "Lambda",

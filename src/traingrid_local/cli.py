@@ -33,6 +33,27 @@ def _progress_table(executions: list[dict[str, Any]]) -> Table:
     return table
 
 
+def step_of(state: str | None) -> str:
+    """A poll loop's states (WaitForX, CheckX, X?) are one step, X."""
+    name = (state or "Starting").removeprefix("WaitFor").removeprefix("Check").rstrip("?")
+    return name.removesuffix("Available").removesuffix("Done")
+
+
+class ProgressLines:
+    """Without a terminal, one line each time a run moves on to a new step."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str | None] = {}
+
+    def __call__(self, executions: list[dict[str, Any]]) -> None:
+        for e in executions:
+            step = step_of(e["state"]) if e["status"] == "RUNNING" else e["status"]
+            if self.last.get(e["name"]) != step:
+                self.last[e["name"]] = step
+                stderr.print(f"[{_duration(e['simulated_seconds']):>7}] {e['name']}: {step}",
+                             highlight=False)
+
+
 def _print_report(result: dict[str, Any]) -> None:
     stdout.rule(f"TrainGrid demo · pipeline {result['pipeline']} · scenario {result['scenario']}"
                 f" · clock ×{result['clock_speed']:g}")
@@ -111,10 +132,14 @@ def demo(
     if as_json:
         result = demo_runner.run(options)
         print(json.dumps(result, indent=2, default=str))
-    else:
+    elif stderr.is_terminal:
         stderr.print(f"Deploying template.yaml into the emulated account; scenario {scenario}…")
         with Live(console=stderr, transient=True, refresh_per_second=8) as live:
             result = demo_runner.run(options, lambda runs: live.update(_progress_table(runs)))
+        _print_report(result)
+    else:
+        stderr.print(f"Deploying template.yaml into the emulated account; scenario {scenario}…")
+        result = demo_runner.run(options, ProgressLines())
         _print_report(result)
     if not result["ok"]:
         stderr.print(f"traingrid demo: {_failure_reason(result)}")

@@ -41,6 +41,8 @@ from moto.awslambda.models import LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.logs.models import logs_backends
 
+from traingrid_local.emulator.clock import CLOCK
+
 _LOCK = threading.RLock()
 _INVOKING = threading.local()
 CALLS: dict[str, set[str]] = {}
@@ -171,7 +173,7 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
     layer_dirs = [str(_extract(backend.layers_versions_by_arn(layer["Arn"]).code_bytes)
                       / "python") for layer in fn.layers]
     paths = [str(_extract(fn.code_bytes)), *layer_dirs]
-    with _LOCK, _function_environment(fn, paths):
+    with _LOCK, CLOCK.paused(), _function_environment(fn, paths):
         context = InvocationContext(fn)
         handler = _handler(backend, fn)  # the cold start creates the loggers to capture
         _INVOKING.function_name = fn.function_name

@@ -5,7 +5,8 @@ With ``{"batch": {"use_docker": False}}`` moto marks a job SUCCEEDED the moment 
 submitted, ignores ``nodeOverrides``, and describes no node or exit details. Here a job moves
 SUBMITTED → PENDING → RUNNABLE → STARTING → RUNNING → SUCCEEDED/FAILED on the clock, honours
 the per-run node count and environment, reports ``statusReason``, attempts with exit codes and
-``nodeProperties``, and ``TerminateJob`` ends it FAILED with the given reason. Faults:
+``nodeProperties``, describes each node as the job ``<jobId>#<index>`` with ``nodeDetails``, and
+``TerminateJob`` ends it FAILED with the given reason. Faults:
 ``batch-job-failed`` (main node exits 1 after some training) and ``stuck-runnable``.
 When a job ends, the emulated container's outputs land on its FSx file system.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from moto.batch.models import Job, JobDefinition
+from moto.batch.models import BatchBackend, Job, JobDefinition
 from moto.batch.responses import BatchResponse
 from moto.batch_simple.models import BatchSimpleBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPES
@@ -189,6 +190,35 @@ def _describe(self: Job) -> dict[str, Any]:
     return base if simulated is None else simulated.describe(self, base)
 
 
+def node_description(parent: dict[str, Any], index: int) -> dict[str, Any]:
+    """A node of a multi-node job, as Batch describes ``<jobId>#<index>``: workers end with the
+    main node's status."""
+    main = parent.get("nodeProperties", {}).get("mainNode", 0)
+    out = dict(parent, jobId=f"{parent['jobId']}#{index}",
+               jobArn=f"{parent['jobArn']}#{index}",
+               nodeDetails={"nodeIndex": index, "isMainNode": index == main})
+    out.pop("nodeProperties", None)
+    return out
+
+
+_original_describe_jobs = BatchBackend.describe_jobs
+
+
+def _describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
+    wanted = list(jobs or [])
+    parents = [j for j in wanted if "#" not in j]
+    # No ids means every job; only node ids means no parent.
+    found = _original_describe_jobs(self, parents) if parents or not wanted else []
+    for node in (j for j in wanted if "#" in j):
+        parent_id, _, index = node.partition("#")
+        job = self._jobs.get(parent_id)
+        if job is not None and index.isdigit() and "simulated" in job.__dict__:
+            parent = job.describe()
+            if int(index) < parent["nodeProperties"]["numNodes"]:
+                found.append(node_description(parent, int(index)))
+    return found
+
+
 def _job_definition_describe(self: JobDefinition) -> dict[str, Any]:
     out = _original_job_definition_describe(self)
     if self.node_properties is not None:
@@ -224,3 +254,4 @@ def apply() -> None:
     Job.status = property(_status, _set_status)
     Job.describe = _describe
     JobDefinition.describe = _job_definition_describe
+    BatchBackend.describe_jobs = _describe_jobs

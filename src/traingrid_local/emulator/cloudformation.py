@@ -71,7 +71,7 @@ def _job_definition_create(cls, resource_name: str, cloudformation_json: dict[st
 def _batch_service_linked_role(account_id: str) -> str:
     iam = iam_backends[account_id]["global"]
     for role in iam.roles.values():
-        if role.name == "AWSServiceRoleForBatch":
+        if role.path == "/aws-service-role/batch.amazonaws.com/":
             return role.arn
     return iam.create_service_linked_role("batch.amazonaws.com", "AWS Batch", "").arn
 

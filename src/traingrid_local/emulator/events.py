@@ -27,11 +27,13 @@ _original_send = Rule.send_to_targets
 
 
 def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
-    event = copy.deepcopy(event)
+    original, event = event, copy.deepcopy(event)
     if isinstance(event.get("time"), int | float):
         moment = datetime.fromtimestamp(event["time"], UTC)
         event["time"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        event["id"] = str(uuid.uuid4())
+        # One id per event, the same at every rule it reaches.
+        identity = json.dumps(original, sort_keys=True, default=str)
+        event["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, identity))
     obj = event.get("detail", {}).get("object", {})
     if "eTag" in obj:
         obj["etag"] = obj.pop("eTag")

@@ -116,6 +116,7 @@ class ExportTask:
         self.fails = faults.CURRENT.on("export-failed")
         self.arn = f"arn:aws:fsx:{backend.region_name}:{backend.account_id}:task/{self.task_id}"
         self.exported: int | None = None
+        self.failure: str | None = None
         self.backend = backend
 
     def lifecycle(self) -> str:
@@ -124,10 +125,14 @@ class ExportTask:
             return "PENDING"
         if age < EXPORT_PENDING_SECONDS + EXPORT_SECONDS:
             return "EXECUTING"
-        if self.fails:
+        if self.fails or self.failure:
             return "FAILED"
         if self.exported is None:
-            self.exported = self._export()
+            try:
+                self.exported = self._export()
+            except Exception as error:  # noqa: BLE001 - FSx reports it on the task
+                self.failure = f"Export to the data repository failed: {error}"
+                return "FAILED"
         return "SUCCEEDED"
 
     def _export(self) -> int:
@@ -154,10 +159,9 @@ class ExportTask:
             "FileSystemId": self.fs_id, "Paths": self.paths, "Report": {"Enabled": False},
         }
         if state == "FAILED":
-            out["FailureDetails"] = {
-                "Message": "Export to the data repository failed: S3 returned AccessDenied "
-                           "(simulated fault export-failed)"
-            }
+            out["FailureDetails"] = {"Message": self.failure or (
+                "Export to the data repository failed: S3 returned AccessDenied "
+                "(simulated fault export-failed)")}
         if state == "SUCCEEDED":
             out["Status"] = {"TotalCount": self.exported, "SucceededCount": self.exported,
                              "FailedCount": 0}
@@ -172,6 +176,9 @@ def create_data_repository_task(self: FSxBackend, file_system_id: str, task_type
     if task_type != "EXPORT_TO_REPOSITORY":
         raise JsonRESTError("BadRequest", f"the emulator supports EXPORT_TO_REPOSITORY only, "
                                           f"not {task_type}")
+    if export_path(fs) is None:
+        raise JsonRESTError("BadRequest", f"file system {file_system_id} has no data "
+                                          "repository to export to")
     tasks: dict[str, ExportTask] = self.__dict__.setdefault("export_tasks", {})
     for task in tasks.values():
         if token and task.token == token and task.fs_id == file_system_id:

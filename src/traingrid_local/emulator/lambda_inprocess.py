@@ -106,10 +106,9 @@ def _shared_log_handlers() -> list[logging.StreamHandler]:
 
 
 @contextlib.contextmanager
-def _captured_logs() -> Iterator[io.StringIO]:
-    """What a function writes (stdout, Powertools' log handler) goes to a buffer, as Lambda
+def _captured_logs(buffer: io.StringIO) -> Iterator[None]:
+    """What a function writes (stdout, Powertools' log handler) goes to ``buffer``, as Lambda
     sends it to CloudWatch Logs."""
-    buffer = io.StringIO()
     handlers = _shared_log_handlers()
     # Assigned, not setStream(): that flushes the old stream, which may be closed by now.
     saved = [h.stream for h in handlers]
@@ -117,7 +116,7 @@ def _captured_logs() -> Iterator[io.StringIO]:
         handler.stream = buffer
     try:
         with contextlib.redirect_stdout(buffer):
-            yield buffer
+            yield
     finally:
         for handler, stream in zip(handlers, saved, strict=True):
             handler.stream = stream
@@ -150,22 +149,46 @@ def record_call(model: Any, **_: Any) -> None:
         CALLS.setdefault(function_name, set()).add(f"{prefix}:{model.name}")
 
 
-def _handler(backend: LambdaSimpleBackend, fn: LambdaFunction) -> Any:
-    code_dir = _extract(fn.code_bytes)
+class HandlerNotFound(Exception):
+    """The configured Handler names no function of its module."""
+
+
+class HandlerModuleNotFound(ImportError):
+    """The configured Handler's module is not in the function's code."""
+
+
+# Lambda's own names for failures of the runtime rather than of the function's code.
+RUNTIME_ERRORS = {HandlerNotFound: "Runtime.HandlerNotFound",
+                  HandlerModuleNotFound: "Runtime.ImportModuleError"}
+
+
+def _handler(fn: LambdaFunction) -> Any:
+    """The Handler's function; its module is imported once per code version (a cold start)."""
     module_name, _, attribute = fn.handler.rpartition(".")
     key = (fn.function_arn, fn.code_sha_256)
     if key not in _MODULES:
-        path = code_dir.joinpath(*module_name.split(".")).with_suffix(".py")
+        path = _extract(fn.code_bytes).joinpath(*module_name.split(".")).with_suffix(".py")
+        if not path.is_file():
+            raise HandlerModuleNotFound(f"No module named '{module_name}' in the code of "
+                                        f"{fn.function_name}")
         spec = importlib.util.spec_from_file_location(
             f"traingrid_lambda_{fn.function_name}_{module_name}".replace("-", "_"), path
         )
-        if spec is None or spec.loader is None:
-            raise ImportError(f"handler module {module_name} not found in the code of "
-                              f"{fn.function_name}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
         _MODULES[key] = module
-    return getattr(_MODULES[key], attribute)
+    handler = getattr(_MODULES[key], attribute, None)
+    if not callable(handler):
+        raise HandlerNotFound(f"Handler '{attribute}' missing on module '{module_name}'")
+    return handler
+
+
+def _error_payload(error: Exception) -> bytes:
+    return json.dumps({
+        "errorType": RUNTIME_ERRORS.get(type(error), type(error).__name__),
+        "errorMessage": str(error),
+        "stackTrace": traceback.format_tb(error.__traceback__),
+    }).encode()
 
 
 def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[bytes, bool]:
@@ -174,23 +197,18 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
                       / "python") for layer in fn.layers]
     paths = [str(_extract(fn.code_bytes)), *layer_dirs]
     with _LOCK, CLOCK.paused(), _function_environment(fn, paths):
-        context = InvocationContext(fn)
-        handler = _handler(backend, fn)  # the cold start creates the loggers to capture
+        context, logs = InvocationContext(fn), io.StringIO()
         _INVOKING.function_name = fn.function_name
-        with _captured_logs() as logs:
-            try:
-                result = handler(event, context)
-                payload, failed = json.dumps(result).encode(), False
-            except Exception as error:  # noqa: BLE001 - reported the way Lambda reports it
-                payload = json.dumps({
-                    "errorType": type(error).__name__,
-                    "errorMessage": str(error),
-                    "stackTrace": traceback.format_tb(error.__traceback__),
-                }).encode()
-                failed = True
-                print(payload.decode(), file=logs)
-            finally:
-                _INVOKING.function_name = None
+        try:
+            # Loaded before capturing: the cold start creates the loggers to capture.
+            handler = _handler(fn)
+            with _captured_logs(logs):
+                payload, failed = json.dumps(handler(event, context)).encode(), False
+        except Exception as error:  # noqa: BLE001 - reported the way Lambda reports it
+            payload, failed = _error_payload(error), True
+            print(payload.decode(), file=logs)
+        finally:
+            _INVOKING.function_name = None
         _write_logs(fn, context, logs.getvalue())
     return payload, failed
 

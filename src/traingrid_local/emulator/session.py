@@ -82,9 +82,12 @@ class Emulator:
         CLOCK.reset(self.speed)
         faults.set_plan(self.fault_plan)
         traingrid.clock.now = CLOCK.now
-        # Functions' clients come from the default session: record what each one calls.
-        boto3.setup_default_session()
-        boto3.DEFAULT_SESSION.events.register("before-call", lambda_inprocess.record_call)
+        # Functions' clients come from the default session: record what each one calls. The
+        # session is kept across emulator sessions, with its parsed service models.
+        if boto3.DEFAULT_SESSION is None:
+            boto3.setup_default_session()
+        boto3.DEFAULT_SESSION.events.register(
+            "before-call", lambda_inprocess.record_call, unique_id="traingrid-record-call")
         lambda_inprocess.reset()
         clients.reset()
         return self

@@ -8,13 +8,14 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-# Adaptive mode retries throttling with backoff and client-side rate limiting.
-RETRY_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 10})
+# Adaptive mode retries throttling with backoff and client-side rate limiting. A fresh Config
+# per client: botocore rewrites the retries dict it is given.
+RETRIES = {"mode": "adaptive", "max_attempts": 10}
 
 
 @cache
 def client(service: str, region: str | None = None) -> Any:
-    return boto3.client(service, region_name=region, config=RETRY_CONFIG)
+    return boto3.client(service, region_name=region, config=Config(retries=dict(RETRIES)))
 
 
 def reset() -> None:

@@ -1,0 +1,232 @@
+"""AWS Batch multi-node jobs that queue, start, run and end over simulated time, with the
+training container's outputs written to the run's FSx file system."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from moto.fsx.models import fsx_backends
+
+from traingrid_local.emulator import batch
+from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
+
+from .conftest import StartEmulator
+from .helpers import (
+    BatchSetup,
+    create_batch,
+    create_lustre,
+    describe_job,
+    environment_override,
+    wait_for_job,
+    wait_until,
+)
+
+ORDER = ["SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"]
+QUEUED_SECONDS = sum(seconds for _, seconds in batch.QUEUE_TIMELINE)
+
+
+@pytest.fixture
+def short_training(monkeypatch: pytest.MonkeyPatch) -> float:
+    monkeypatch.setattr(batch, "TRAINING_SECONDS", 300)
+    return 300
+
+
+def _submit(emulator: Emulator, setup: BatchSetup, name: str = "run-1",
+            overrides: dict[str, Any] | None = None) -> str:
+    return emulator.client("batch").submit_job(
+        jobName=name, jobQueue=setup.job_queue_arn, jobDefinition=setup.job_definition_arn,
+        **({"nodeOverrides": overrides} if overrides is not None else {}),
+    )["jobId"]
+
+
+def test_a_job_moves_through_its_states_on_the_simulated_clock(
+    start_emulator: StartEmulator, short_training: float
+) -> None:
+    # 2000 simulated seconds per real second: queued for ~0.16 s, then trains for ~0.15 s.
+    emulator = start_emulator(speed=2000)
+    setup = create_batch(emulator)
+    job_id = _submit(emulator, setup)
+    seen: list[str] = []
+
+    def ended() -> bool:
+        status = describe_job(emulator, job_id)["status"]
+        if not seen or seen[-1] != status:
+            seen.append(status)
+        return status in ("SUCCEEDED", "FAILED")
+
+    wait_until(ended, timeout=10, interval=0.002, what="the job to end")
+
+    assert seen[0] in ("SUBMITTED", "PENDING", "RUNNABLE")
+    assert seen == sorted(seen, key=ORDER.index)
+    assert {"RUNNABLE", "STARTING", "RUNNING"} <= set(seen)
+    assert seen[-1] == "SUCCEEDED"
+
+
+def test_a_finished_job_reports_its_times_and_attempt(
+    emulator: Emulator, short_training: float
+) -> None:
+    job_id = _submit(emulator, create_batch(emulator))
+
+    job = wait_for_job(emulator, job_id)
+
+    assert job["status"] == "SUCCEEDED"
+    assert job["startedAt"] - job["createdAt"] == pytest.approx(QUEUED_SECONDS * 1000, abs=1)
+    assert job["stoppedAt"] - job["startedAt"] == pytest.approx(short_training * 1000, abs=1)
+    assert job["container"]["exitCode"] == 0
+    [attempt] = job["attempts"]
+    assert attempt["container"]["exitCode"] == 0
+    assert (attempt["startedAt"], attempt["stoppedAt"]) == (job["startedAt"], job["stoppedAt"])
+    assert "statusReason" not in job
+
+
+def test_a_running_job_has_a_start_but_no_end(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator()  # six simulated hours of training take ~0.2 s
+    job_id = _submit(emulator, create_batch(emulator))
+
+    job = wait_until(lambda: (j := describe_job(emulator, job_id))["status"] == "RUNNING" and j,
+                     what="the job to run")
+
+    assert "startedAt" in job and "stoppedAt" not in job
+    assert "exitCode" not in job["container"]
+    assert len(job["attempts"]) == 1 and "stoppedAt" not in job["attempts"][0]
+
+
+def test_node_count_comes_from_the_overrides_or_the_definition(emulator: Emulator) -> None:
+    setup = create_batch(emulator, num_nodes=20)
+
+    overridden = _submit(emulator, setup, "run-2", {"numNodes": 2})
+    default = _submit(emulator, setup, "run-20")
+
+    assert describe_job(emulator, overridden)["nodeProperties"]["numNodes"] == 2
+    assert describe_job(emulator, default)["nodeProperties"]["numNodes"] == 20
+    definition = emulator.client("batch").describe_job_definitions(
+        jobDefinitions=[setup.job_definition_arn])["jobDefinitions"][0]
+    assert definition["nodeProperties"]["numNodes"] == 20
+
+
+def test_terminating_a_runnable_job_fails_it_with_the_reason(
+    start_emulator: StartEmulator,
+) -> None:
+    # 100 simulated seconds per real second: RUNNABLE from 0.15 s to 1.35 s.
+    emulator = start_emulator(speed=100)
+    job_id = _submit(emulator, create_batch(emulator))
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE",
+               what="the job to be runnable")
+
+    emulator.client("batch").terminate_job(jobId=job_id, reason="cancelled by the operator")
+    job = describe_job(emulator, job_id)
+
+    assert job["status"] == "FAILED"
+    assert job["statusReason"] == "cancelled by the operator"
+    assert "startedAt" not in job
+    assert "stoppedAt" in job
+    assert job["attempts"] == []
+
+
+def test_fault_batch_job_failed_exits_the_main_node_non_zero(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator(faults={"batch-job-failed"})
+    job_id = _submit(emulator, create_batch(emulator))
+
+    job = wait_for_job(emulator, job_id)
+
+    assert job["status"] == "FAILED"
+    assert job["container"]["exitCode"] == batch.MAIN_NODE_EXIT_CODE == 1
+    assert job["statusReason"] == "Essential container in task exited"
+    assert job["attempts"][0]["container"]["exitCode"] == 1
+    assert job["stoppedAt"] - job["startedAt"] == pytest.approx(
+        batch.FAILING_AFTER_SECONDS * 1000, abs=1)
+
+
+def test_fault_stuck_runnable_never_starts(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator(faults={"stuck-runnable"})
+    job_id = _submit(emulator, create_batch(emulator))
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE",
+               what="the job to be runnable")
+
+    # Far longer than queueing and training take without the fault.
+    CLOCK.sleep(QUEUED_SECONDS + batch.TRAINING_SECONDS + 600)
+    job = describe_job(emulator, job_id)
+
+    assert job["status"] == "RUNNABLE"
+    assert "startedAt" not in job and job["attempts"] == []
+
+
+def _run_outputs(emulator: Emulator, run: str, **env: str) -> tuple[dict[str, Any], dict]:
+    setup = create_batch(emulator)
+    fs = create_lustre(emulator, setup.network.subnet_id)
+    overrides = environment_override({
+        "FSX_DNS_NAME": fs["DNSName"], "OUTPUT_DIR": f"/fsx/runs/{run}",
+        "TRAINGRID_RUN": run, "EPOCHS": "90", **env,
+    })
+    job = wait_for_job(emulator, _submit(emulator, setup, run, overrides))
+    files = fsx_backends[ACCOUNT_ID][emulator.region].file_systems[fs["FileSystemId"]].files
+    return job, files
+
+
+def test_a_finished_job_writes_its_outputs_to_its_file_system(
+    emulator: Emulator, short_training: float
+) -> None:
+    job, files = _run_outputs(emulator, "r7", MPI_GPUS="16")
+
+    assert job["status"] == "SUCCEEDED"
+    assert sorted(files) == [
+        "runs/r7/checkpoints/latest.ckpt",
+        "runs/r7/logs/main-node.log",
+        "runs/r7/metrics.json",
+        "runs/r7/model/final.ckpt",
+    ]
+    metrics = json.loads(files["runs/r7/metrics.json"])
+    assert metrics["gpus"] == 16 and metrics["epochs"] == 90
+    assert "exit code 0" in files["runs/r7/logs/main-node.log"].decode()
+
+
+def test_a_failed_job_leaves_its_log_and_checkpoint_but_no_model(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator(faults={"batch-job-failed"})
+
+    job, files = _run_outputs(emulator, "r8")
+
+    assert job["status"] == "FAILED"
+    assert sorted(files) == ["runs/r8/checkpoints/latest.ckpt", "runs/r8/logs/main-node.log"]
+    assert "exit code 1" in files["runs/r8/logs/main-node.log"].decode()
+
+
+def test_a_job_with_no_training_time_still_writes_its_outputs(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batch, "TRAINING_SECONDS", 0)
+
+    job, files = _run_outputs(emulator, "r0")
+
+    assert job["status"] == "SUCCEEDED"
+    assert "runs/r0/model/final.ckpt" in files
+
+
+def test_p3_instances_can_be_launched_by_a_compute_environment(emulator: Emulator) -> None:
+    setup = create_batch(emulator)
+    client = emulator.client("batch")
+
+    client.create_compute_environment(
+        computeEnvironmentName="warm-pool", type="MANAGED", state="ENABLED",
+        computeResources={
+            "type": "EC2", "minvCpus": 0, "maxvCpus": 512, "desiredvCpus": 128,
+            "instanceTypes": ["p3.16xlarge"], "subnets": [setup.network.subnet_id],
+            "securityGroupIds": [setup.network.security_group_id],
+            "instanceRole": "training-node",
+        },
+        serviceRole=setup.role_arn,
+    )
+
+    instances = [i["InstanceType"]
+                 for r in emulator.client("ec2").describe_instances()["Reservations"]
+                 for i in r["Instances"]]
+    # 128 vCPUs of 64-vCPU p3.16xlarge nodes.
+    assert instances == ["p3.16xlarge", "p3.16xlarge"]
+    environments = client.describe_compute_environments()["computeEnvironments"]
+    assert {e["computeEnvironmentName"] for e in environments} == {"training-ce", "warm-pool"}

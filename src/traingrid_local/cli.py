@@ -54,9 +54,24 @@ class ProgressLines:
                              highlight=False)
 
 
+def _print_jobs(execution: dict[str, Any]) -> None:
+    table = Table(title=f"{execution['name']}: regional jobs", title_justify="left")
+    for column in ("data in", "trained in", "status", "job", "why"):
+        table.add_column(column, overflow="fold")
+    for job in execution["jobs"]:
+        moves = [a for a in job["attempts"] or [] if a["region"] != job["region"]]
+        why = job["failure_cause"] or "; ".join(
+            [job["placement_reason"] or ""] + [f"moved from {m['region']}: {m['reason']}"
+                                               for m in moves])
+        style = "green" if job["status"] == "Completed" else "red"
+        table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]",
+                      job["job_name"] or "-", why)
+    stdout.print(table)
+
+
 def _print_report(result: dict[str, Any]) -> None:
-    stdout.rule(f"TrainGrid demo · pipeline {result['pipeline']} · scenario {result['scenario']}"
-                f" · clock ×{result['clock_speed']:g}")
+    stdout.rule(f"TrainGrid demo · {' + '.join(result['pipelines'])} · scenario "
+                f"{result['scenario']} · clock ×{result['clock_speed']:g}")
     table = Table(show_lines=False)
     for column in ("execution", "state machine", "status", "simulated", "transitions",
                    "history events"):
@@ -70,15 +85,25 @@ def _print_report(result: dict[str, Any]) -> None:
     for e in result["executions"]:
         if e["error"]:
             stdout.print(f"[bold red]{e['error']}[/]: {e['cause']}")
+        if e.get("jobs"):
+            _print_jobs(e)
     for rejected in result["rejected_manifests"]:
         stdout.print(f"[bold red]manifest rejected[/] {rejected['key']}:")
         for problem in rejected["problems"] or []:
             stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
+    _print_artifacts_and_resources(result)
+    expected = ", ".join(f"{e['state_machine']} {e['expected_status']}"
+                         for e in result["executions"])
+    verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
+    stdout.print(f"Expected {expected}: {verdict} ({result['wall_seconds']:.1f} s wall)")
+
+
+def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
     stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
     for artifact in result["artifacts"]:
         # Unwrapped, so each URI can be copied whole.
-        stdout.print(f"  {artifact['uri']}  ({artifact['size']} bytes)", soft_wrap=True,
-                     highlight=False)
+        size = f"  ({artifact['size']} bytes)" if "size" in artifact else ""
+        stdout.print(f"  {artifact['uri']}{size}", soft_wrap=True, highlight=False)
     for kept in result["retained_resources"]:
         stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
                      f"(run {kept['run']}): its archive failed, its data is safe there.")
@@ -86,9 +111,6 @@ def _print_report(result: dict[str, Any]) -> None:
         stdout.print(f"[bold red]Leaked resources[/]: {result['leaked_resources']}")
     else:
         stdout.print("Leaked resources: none")
-    verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
-    stdout.print(f"Expected {result['expected_status']}: {verdict} "
-                 f"({result['wall_seconds']:.1f} s wall)")
 
 
 def _failure_reason(result: dict[str, Any]) -> str:
@@ -98,16 +120,20 @@ def _failure_reason(result: dict[str, Any]) -> str:
         return "no run started"
     if result["leaked_resources"]:
         return f"{len(result['leaked_resources'])} resource(s) leaked"
-    statuses = ", ".join(sorted({e["status"] for e in result["executions"]}))
-    return f"runs ended {statuses}, expected {result['expected_status']}"
+    wrong = [f"{e['name']} ended {e['status']}, expected {e['expected_status']}"
+             for e in result["executions"] if e["status"] != e["expected_status"]]
+    return "; ".join(wrong) or "a pipeline started no run"
 
 
 @app.command()
 def demo(
-    pipeline: Annotated[str, typer.Option(help="Pipeline to run: training.")] = "training",
+    pipeline: Annotated[str, typer.Option(
+        help="all, training (TrainingRun) or campaign (CampaignFanout).")] = "all",
     scenario: Annotated[str, typer.Option(
         help="happy, or a fault: " + ", ".join(f"{k} ({v})" for k, v in FAULTS.items()),
     )] = "happy",
+    fault_region: Annotated[str, typer.Option(
+        help="The region where SageMaker faults act.")] = "us-west-2",
     manifest: Annotated[Path | None, typer.Option(
         help="Your own manifest (JSON request fields) to upload instead of {}.")] = None,
     key: Annotated[str, typer.Option(help="S3 key to upload the manifest under.")] = (
@@ -122,7 +148,7 @@ def demo(
     """Run TrainGrid's main job on the embedded emulator and report what happened."""
     options = demo_runner.DemoOptions(
         pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
-        speed=speed, training_hours=training_hours,
+        fault_region=fault_region, speed=speed, training_hours=training_hours,
     )
     try:
         options.validate()
@@ -148,7 +174,42 @@ def demo(
 
 @app.command()
 def scenarios() -> None:
-    """List the demo's scenarios and the end state each one must reach."""
-    for name, (fault_names, expected) in demo_runner.SCENARIOS.items():
-        what = FAULTS.get(name, "no fault") if fault_names else "no fault"
-        stdout.print(f"{name:20} → {expected:9} {what}")
+    """List the demo's scenarios and the end state each pipeline must reach."""
+    for name, scenario in demo_runner.SCENARIOS.items():
+        what = FAULTS.get(name, "no fault") if scenario.faults else "no fault"
+        ends = ", ".join(f"{p} {s}" for p, s in scenario.expected.items())
+        stdout.print(f"{name:21} {what}\n{'':21} → {ends}")
+
+
+@app.command()
+def campaigns(
+    database_url: Annotated[str | None, typer.Option(
+        envvar="TRAINGRID_DATABASE_URL",
+        help="The campaign database (default: the last demo's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List campaigns, their datasets by region, and their last run."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository
+
+    url = database_url or f"sqlite:///{demo_runner.DEMO_DATABASE.resolve()}"
+    if database_url is None and not demo_runner.DEMO_DATABASE.exists():
+        stderr.print("error: no campaign database: run `traingrid demo` first, or pass "
+                     "--database-url")
+        raise typer.Exit(2)
+    with transaction(url) as session:
+        overview = CampaignRepository(session).overview()
+    if as_json:
+        print(json.dumps({"campaigns": overview}, indent=2, default=str))
+        return
+    for campaign in overview:
+        last = campaign.get("last_run") or {}
+        stdout.rule(f"{campaign['id']} · last run: {last.get('name', 'none')} "
+                    f"{last.get('status', '')}")
+        table = Table()
+        for column in ("region", "dataset", "objects", "bytes", "registered"):
+            table.add_column(column, overflow="fold")
+        for dataset in campaign["datasets"]:
+            table.add_row(dataset["region"], dataset["s3_uri"], str(dataset["objects"]),
+                          str(dataset["bytes"]), str(dataset["registered_at"]))
+        stdout.print(table)

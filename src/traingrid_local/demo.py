@@ -1,57 +1,89 @@
-"""``traingrid demo``: deploy the stack into the emulator, upload a dataset and its manifest,
-and follow the TrainingRun it starts to the end."""
+"""``traingrid demo``: deploy TrainGrid into the emulator, start its pipelines the way users do
+(an upload), and follow every run to the end."""
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traingrid_local import report
+from traingrid.db.engine import dispose
+from traingrid_local import campaign_demo, report
 from traingrid_local.emulator import batch as emulated_batch
-from traingrid_local.emulator.deploy import deploy
 from traingrid_local.emulator.faults import FAULTS
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
+from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
-DEMO_BUCKET = "traingrid-demo-data"
 DATASET_PREFIX = "imagenet2012/resized/"
 DEFAULT_KEY = DATASET_PREFIX + "manifest.json"
 # Small stand-ins for the ImageNet TFRecord shards.
 SAMPLE_SHARDS = [f"train-{i:05d}-of-01024" for i in range(8)] + ["validation-00000-of-00128"]
 SHARD_BYTES = 64 * 1024
+PIPELINES = ("training", "campaign")
+# Kept after the demo, so `traingrid campaigns` can show what it recorded.
+DEMO_DATABASE = Path(".traingrid") / "campaigns.db"
 
-# scenario → (faults it injects, the status its run must end in)
-SCENARIOS: dict[str, tuple[frozenset[str], str]] = {
-    "happy": (frozenset(), "SUCCEEDED"),
-    **{name: (frozenset({name}), "FAILED") for name in FAULTS if name != "throttling"},
-    "throttling": (frozenset({"throttling"}), "SUCCEEDED"),
+
+@dataclass(frozen=True)
+class Scenario:
+    faults: frozenset[str]
+    expected: dict[str, str]  # pipeline → the status its runs must end in
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "happy": Scenario(frozenset(), {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
+    "fsx-create-failed": Scenario(frozenset({"fsx-create-failed"}), {"training": "FAILED"}),
+    "batch-job-failed": Scenario(frozenset({"batch-job-failed"}), {"training": "FAILED"}),
+    "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
+    "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
+    "throttling": Scenario(frozenset({"throttling"}),
+                           {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
+    "sagemaker-capacity": Scenario(frozenset({"sagemaker-capacity"}), {"campaign": "SUCCEEDED"}),
+    "sagemaker-quota": Scenario(frozenset({"sagemaker-quota"}), {"campaign": "SUCCEEDED"}),
+    "sagemaker-job-failed": Scenario(frozenset({"sagemaker-job-failed"}),
+                                     {"campaign": "FAILED"}),
 }
+STATE_MACHINES = {"training": "TrainingRunStateMachineArn",
+                  "campaign": "CampaignFanoutStateMachineArn"}
+MACHINE_NAMES = {"training": "TrainingRun", "campaign": "CampaignFanout"}
 
 Progress = Callable[[list[dict[str, Any]]], None]
 
 
 @dataclass
 class DemoOptions:
-    pipeline: str = "training"
+    pipeline: str = "all"
     scenario: str = "happy"
     manifest: Path | None = None
     key: str = DEFAULT_KEY
     uploads: int = 1
+    fault_region: str = "us-west-2"
     speed: float = DEFAULT_SPEED
     training_hours: float = 6.0
     timeout_s: float = 300.0
-    extra_faults: frozenset[str] = field(default_factory=frozenset)
+    database_url: str | None = None
+
+    def pipelines(self) -> tuple[str, ...]:
+        wanted = PIPELINES if self.pipeline == "all" else (self.pipeline,)
+        expected = SCENARIOS[self.scenario].expected
+        return tuple(p for p in wanted if p in expected)
 
     def validate(self) -> None:
         problems = []
-        if self.pipeline != "training":
-            problems.append(f"unknown pipeline {self.pipeline!r} (available: training)")
+        if self.pipeline not in (*PIPELINES, "all"):
+            problems.append(f"unknown pipeline {self.pipeline!r} "
+                            f"(available: all, {', '.join(PIPELINES)})")
         if self.scenario not in SCENARIOS:
             problems.append(f"unknown scenario {self.scenario!r} "
                             f"(available: {', '.join(SCENARIOS)})")
+        elif not problems and not self.pipelines():
+            applies = ", ".join(SCENARIOS[self.scenario].expected)
+            problems.append(f"scenario {self.scenario!r} does not apply to the {self.pipeline} "
+                            f"pipeline (it applies to {applies})")
         if self.uploads < 1:
             problems.append("--uploads must be at least 1")
         if self.manifest is not None and not self.manifest.is_file():
@@ -70,14 +102,26 @@ def upload_sample_dataset(emulator: Emulator) -> None:
                       Body=block * (SHARD_BYTES // len(block)))
 
 
-def wait_for_runs(emulator: Emulator, state_machine_arn: str, timeout_s: float,
+def start_training(emulator: Emulator, options: DemoOptions) -> None:
+    upload_sample_dataset(emulator)
+    body = options.manifest.read_bytes() if options.manifest else b"{}\n"
+    for _ in range(options.uploads):
+        emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=options.key, Body=body)
+
+
+def start_campaign(emulator: Emulator, deployment: Deployment) -> None:
+    campaign_demo.seed(deployment)
+    campaign_demo.upload_and_mark(emulator, deployment)
+
+
+def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: float,
                   progress: Progress | None) -> list[str]:
-    """Follow every execution of the state machine until all have ended (or time runs out)."""
+    """Follow every execution of the state machines until all have ended (or time runs out)."""
     sfn = emulator.client("stepfunctions")
     deadline = time.monotonic() + timeout_s
     while True:
-        executions = sfn.list_executions(stateMachineArn=state_machine_arn)["executions"]
-        running = [e for e in executions if e["status"] == "RUNNING"]
+        executions = [e for arn in state_machine_arns
+                      for e in reversed(sfn.list_executions(stateMachineArn=arn)["executions"])]
         if progress is not None:
             progress([
                 {"name": e["name"], "status": e["status"],
@@ -86,34 +130,51 @@ def wait_for_runs(emulator: Emulator, state_machine_arn: str, timeout_s: float,
                      e["startDate"], e.get("stopDate") or emulator.real_now()))}
                 for e in executions
             ])
-        if not running or time.monotonic() > deadline:
-            return [e["executionArn"] for e in reversed(executions)]
+        if all(e["status"] != "RUNNING" for e in executions) or time.monotonic() > deadline:
+            return [e["executionArn"] for e in executions]
         time.sleep(0.2)
+
+
+def demo_database_url() -> str:
+    """A fresh database file for each demo, kept afterwards for `traingrid campaigns`."""
+    url = f"sqlite:///{DEMO_DATABASE.resolve()}"
+    dispose(url)  # connections to the previous demo's file
+    shutil.rmtree(DEMO_DATABASE.parent, ignore_errors=True)
+    DEMO_DATABASE.parent.mkdir(parents=True)
+    return url
 
 
 def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any]:
     options.validate()
-    fault_names, expected = SCENARIOS[options.scenario]
+    scenario, pipelines = SCENARIOS[options.scenario], options.pipelines()
     emulated_batch.TRAINING_SECONDS = options.training_hours * 3600
     started = time.monotonic()
-    with Emulator(speed=options.speed, fault_names=fault_names | options.extra_faults) as emulator:
-        stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET})
-        upload_sample_dataset(emulator)
-        body = options.manifest.read_bytes() if options.manifest else b"{}\n"
-        s3 = emulator.client("s3")
-        for _ in range(options.uploads):
-            s3.put_object(Bucket=DEMO_BUCKET, Key=options.key, Body=body)
-        arns = wait_for_runs(emulator, stack.outputs["TrainingRunStateMachineArn"],
-                             options.timeout_s, progress)
-        result = report.build(emulator, stack, arns)
+    with Emulator(speed=options.speed, fault_names=scenario.faults,
+                  fault_region=options.fault_region) as emulator:
+        deployment = deploy_traingrid(
+            emulator, database_url=options.database_url or demo_database_url())
+        try:
+            if "training" in pipelines:
+                start_training(emulator, options)
+            if "campaign" in pipelines:
+                start_campaign(emulator, deployment)
+            machines = [deployment.stack.outputs[STATE_MACHINES[p]] for p in pipelines]
+            arns = wait_for_runs(emulator, machines, options.timeout_s, progress)
+            result = report.build(emulator, deployment, arns)
+        finally:
+            deployment.close()
+    expected = {MACHINE_NAMES[p]: scenario.expected[p] for p in pipelines}
+    for entry in result["executions"]:
+        entry["expected_status"] = expected.get(entry["state_machine"])
     result.update({
-        "pipeline": options.pipeline,
-        "scenario": options.scenario,
-        "expected_status": expected,
-        "clock_speed": options.speed,
-        "wall_seconds": round(time.monotonic() - started, 2),
+        "pipelines": list(pipelines), "scenario": options.scenario,
+        "faults": sorted(scenario.faults), "fault_region": options.fault_region,
+        "clock_speed": options.speed, "wall_seconds": round(time.monotonic() - started, 2),
     })
-    result["ok"] = bool(result["executions"]) and not result["leaked_resources"] and all(
-        e["status"] == expected for e in result["executions"]
-    )
+    ran = {e["state_machine"] for e in result["executions"]}
+    result["ok"] = set(expected) <= ran and not result["leaked_resources"] and all(
+        e["status"] == e["expected_status"] for e in result["executions"])
     return result
+
+
+__all__ = ["DEFAULT_KEY", "DEMO_BUCKET", "FAULTS", "SCENARIOS", "DemoOptions", "run"]

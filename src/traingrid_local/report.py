@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traingrid_local import campaign_demo
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
+from traingrid_local.environment import Deployment
 
 LIVE_JOB_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 
@@ -71,6 +73,18 @@ def file_systems(emulator: Emulator) -> tuple[list[dict[str, Any]], list[dict[st
     return leaked, retained
 
 
+def live_training_jobs(emulator: Emulator, regions: list[str]) -> list[dict[str, Any]]:
+    """SageMaker training jobs still running (or stopping) in any region."""
+    found = []
+    for region in regions:
+        sagemaker = emulator.client("sagemaker", region)
+        for status in ("InProgress", "Stopping"):
+            for job in sagemaker.list_training_jobs(StatusEquals=status)["TrainingJobSummaries"]:
+                found.append({"type": "sagemaker:training-job", "id": job["TrainingJobName"],
+                              "region": region, "status": status})
+    return found
+
+
 def live_jobs(emulator: Emulator) -> list[dict[str, Any]]:
     batch = emulator.client("batch")
     found = []
@@ -116,12 +130,23 @@ def trigger_outcomes(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
     return outcomes
 
 
-def build(emulator: Emulator, stack: Stack, execution_arns: list[str]) -> dict[str, Any]:
+def build(emulator: Emulator, deployment: Deployment,
+          execution_arns: list[str]) -> dict[str, Any]:
+    stack = deployment.stack
+    executions = [execution_entry(emulator, stack, arn) for arn in execution_arns]
+    found = artifacts(emulator, stack.outputs["DataBucketName"])
+    for entry in executions:
+        if entry["state_machine"] == "CampaignFanout":
+            entry["jobs"] = campaign_demo.region_jobs(deployment.database_url,
+                                                       entry["execution_arn"])
+            found += [{"run": entry["name"], "uri": job["artifacts"], "region": job["region"]}
+                      for job in entry["jobs"] if job["artifacts"]]
     leaked_fs, retained = file_systems(emulator)
     return {
-        "executions": [execution_entry(emulator, stack, arn) for arn in execution_arns],
-        "leaked_resources": leaked_fs + live_jobs(emulator),
+        "executions": executions,
+        "leaked_resources": leaked_fs + live_jobs(emulator)
+        + live_training_jobs(emulator, sorted(deployment.regional)),
         "retained_resources": retained,
-        "artifacts": artifacts(emulator, stack.outputs["DataBucketName"]),
+        "artifacts": found,
         "rejected_manifests": trigger_outcomes(emulator, stack),
     }

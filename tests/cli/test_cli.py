@@ -14,8 +14,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def short_training(monkeypatch):
+def short_training_in_a_scratch_directory(monkeypatch, tmp_path):
     monkeypatch.setattr(batch, "TRAINING_SECONDS", 3600)
+    monkeypatch.chdir(tmp_path)  # the demo keeps its campaign database in .traingrid/
 
 
 def test_demo_json_reports_a_failed_job_with_its_cause_and_nothing_leaked():
@@ -55,7 +56,8 @@ def test_demo_with_a_rejected_manifest_exits_non_zero_with_the_reason(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--scenario", "meteor-strike"], "unknown scenario 'meteor-strike'"),
-    (["--pipeline", "campaign"], "unknown pipeline 'campaign'"),
+    (["--pipeline", "nightly"], "unknown pipeline 'nightly'"),
+    (["--pipeline", "campaign", "--scenario", "export-failed"], "does not apply to the campaign"),
     (["--uploads", "0"], "--uploads must be at least 1"),
     (["--manifest", "/nonexistent.json"], "does not exist"),
 ])

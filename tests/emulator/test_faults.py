@@ -86,3 +86,39 @@ def test_a_session_installs_its_plan_and_removes_it_on_exit() -> None:
         assert faults.CURRENT.on("stuck-runnable")
 
     assert not faults.CURRENT.active
+
+
+SAGEMAKER_FAULTS = ("sagemaker-capacity", "sagemaker-job-failed", "sagemaker-quota")
+
+
+def test_the_sagemaker_faults_are_known_and_described() -> None:
+    for name in SAGEMAKER_FAULTS:
+        assert FAULTS[name].strip()
+        assert "fault region" in FAULTS[name]
+
+    assert FaultPlan(frozenset(SAGEMAKER_FAULTS)).active == frozenset(SAGEMAKER_FAULTS)
+
+
+def test_the_fault_region_is_us_west_2_unless_chosen() -> None:
+    assert FaultPlan().fault_region == "us-west-2"
+    assert FaultPlan(frozenset({"sagemaker-quota"}), fault_region="eu-west-1").fault_region == (
+        "eu-west-1")
+
+
+@pytest.mark.parametrize("name", SAGEMAKER_FAULTS)
+def test_a_regional_fault_is_on_only_in_the_fault_region(name: str) -> None:
+    default = FaultPlan(frozenset({name}))
+    chosen = FaultPlan(frozenset({name}), fault_region="eu-west-1")
+
+    assert default.on_in_region(name, "us-west-2")
+    assert not default.on_in_region(name, "us-east-1")
+    assert chosen.on_in_region(name, "eu-west-1")
+    assert not chosen.on_in_region(name, "us-west-2")
+    assert not FaultPlan().on_in_region(name, "us-west-2")
+
+
+def test_a_regional_fault_that_is_off_stays_off_in_the_fault_region() -> None:
+    plan = FaultPlan(frozenset({"sagemaker-capacity"}))
+
+    assert not plan.on_in_region("sagemaker-job-failed", "us-west-2")
+    assert not plan.on_in_region("sagemaker-quota", plan.fault_region)

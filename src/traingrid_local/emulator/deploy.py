@@ -31,6 +31,7 @@ from traingrid_local.emulator.session import Emulator
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = PROJECT_ROOT / "template.yaml"
+REGIONAL_TEMPLATE = PROJECT_ROOT / "regional" / "template.yaml"
 ARTIFACTS_BUCKET = "traingrid-emulator-artifacts"
 # Local-folder properties `sam package` uploads, per resource type.
 PACKAGED = {
@@ -104,30 +105,35 @@ def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, 
     )
 
 
-def _network(emulator: Emulator) -> dict[str, str]:
-    ec2 = emulator.client("ec2")
+def _network(emulator: Emulator, region: str) -> dict[str, str]:
+    ec2 = emulator.client("ec2", region)
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnets = [
         ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.20.{i}.0/24",
-                          AvailabilityZone=f"{emulator.region}{zone}")["Subnet"]["SubnetId"]
+                          AvailabilityZone=f"{region}{zone}")["Subnet"]["SubnetId"]
         for i, zone in enumerate("ab")
     ]
     return {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
 
 
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
-           parameters: dict[str, str] | None = None, template_path: Path = TEMPLATE) -> Stack:
-    """Package, translate and create the stack; raise DeployError with the reason if it fails."""
-    s3 = emulator.client("s3")
-    s3.create_bucket(Bucket=ARTIFACTS_BUCKET)
-    packaged = package(load_template(template_path),
-                       lambda key, body: s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body))
-    translated = translate(packaged, emulator.region)
-    values = _network(emulator) | (parameters or {})
-    cfn = emulator.client("cloudformation")
+           parameters: dict[str, str] | None = None, template_path: Path = TEMPLATE,
+           region: str | None = None) -> Stack:
+    """Package, translate (SAM templates) and create the stack; raise DeployError with the
+    reason if it fails. A VPC and subnets are made for templates that ask for them."""
+    region = region or emulator.region
+    template = load_template(template_path)
+    if "Transform" in template:
+        s3 = emulator.client("s3", region)
+        s3.create_bucket(Bucket=ARTIFACTS_BUCKET, **_location(region))
+        template = translate(package(template, lambda key, body: s3.put_object(
+            Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
+    declared = template.get("Parameters", {})
+    values = (_network(emulator, region) if "VpcId" in declared else {}) | (parameters or {})
+    cfn = emulator.client("cloudformation", region)
     cfn.create_stack(
         StackName=stack_name,
-        TemplateBody=json.dumps(translated),
+        TemplateBody=json.dumps(template),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()],
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
     )
@@ -141,4 +147,9 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
         if r["LogicalResourceId"]  # moto lists the types it skipped with empty ids
     }
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
-    return Stack(stack_name, outputs, resources, translated)
+    return Stack(stack_name, outputs, resources, template)
+
+
+def _location(region: str) -> dict[str, Any]:
+    return {} if region == "us-east-1" else {
+        "CreateBucketConfiguration": {"LocationConstraint": region}}

@@ -4,8 +4,10 @@ moto's S3 sends "Object Created" events to EventBridge, but its rules deliver on
 logs, archives and buses; a Lambda or Step Functions target raises and silently stops the
 delivery to every later rule. Here those two target types are delivered (Lambda invoked
 asynchronously in-process, Step Functions started), each target on its own so one failure
-cannot hide another, with ``Input``/``InputPath`` honoured. S3 events are also given the shape
-AWS sends: a unique ``id``, an ISO ``time`` and ``detail.object.etag``.
+cannot hide another, with ``Input``/``InputPath`` honoured. An event forwarded to an event bus
+in another region keeps its envelope (``region``, ``id``, ``time``), as AWS keeps it; moto
+re-creates it in the target region. S3 events are also given the shape AWS sends: one ``id``,
+an ISO ``time`` and ``detail.object.etag``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.awslambda.utils import get_backend as lambda_backend
-from moto.events.models import Rule
+from moto.events.models import Rule, events_backends
 from moto.stepfunctions.responses import get_backend as stepfunctions_backend
 from moto.utilities.arns import parse_arn
 
@@ -51,8 +53,18 @@ def _payload(target: dict[str, Any], event: dict[str, Any]) -> Any:
     return event
 
 
+def _is_bus(target: dict[str, Any]) -> bool:
+    arn = parse_arn(target["Arn"])
+    return arn.service == "events" and arn.resource_type == "event-bus"
+
+
 def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
     arn = parse_arn(target["Arn"])
+    if _is_bus(target):
+        bus = events_backends[arn.account][arn.region].event_buses.get(arn.resource_id)
+        for rule in list(bus.rules.values()) if bus else []:
+            rule.send_to_targets(event)
+        return
     body = json.dumps(_payload(target, event))
     if arn.service == "lambda":
         lambda_backend(arn.account, arn.region).invoke(
@@ -71,7 +83,7 @@ def _send_to_targets(self: Rule, original_event: dict[str, Any],
         return
     others = []
     for target in self.targets:
-        if parse_arn(target["Arn"]).service not in ("lambda", "states"):
+        if parse_arn(target["Arn"]).service not in ("lambda", "states") and not _is_bus(target):
             others.append(target)
             continue
         try:

@@ -193,10 +193,15 @@ def _error_payload(error: Exception) -> bytes:
 
 def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[bytes, bool]:
     """Invoke ``fn`` with ``event``; returns (payload, failed)."""
-    layer_dirs = [str(_extract(backend.layers_versions_by_arn(layer["Arn"]).code_bytes)
-                      / "python") for layer in fn.layers]
-    paths = [str(_extract(fn.code_bytes)), *layer_dirs]
-    with _LOCK, CLOCK.paused(), _function_environment(fn, paths):
+    with _LOCK:  # Map branches invoke concurrently; extraction and environment are shared
+        layer_dirs = [str(_extract(backend.layers_versions_by_arn(layer["Arn"]).code_bytes)
+                          / "python") for layer in fn.layers]
+        paths = [str(_extract(fn.code_bytes)), *layer_dirs]
+        return _run_locked(fn, paths, event)
+
+
+def _run_locked(fn: LambdaFunction, paths: list[str], event: Any) -> tuple[bytes, bool]:
+    with CLOCK.paused(), _function_environment(fn, paths):
         context, logs = InvocationContext(fn), io.StringIO()
         _INVOKING.function_name = fn.function_name
         try:

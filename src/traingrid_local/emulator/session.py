@@ -22,6 +22,7 @@ from traingrid_local.emulator import (
     faults,
     fsx,
     lambda_inprocess,
+    sagemaker,
     sfn_clock,
     sfn_integrations,
     sfn_stack,
@@ -46,7 +47,7 @@ MOTO_CONFIG = {
     "batch": {"use_docker": False},
 }
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
-               events, fsx, batch, throttling)
+               events, fsx, batch, sagemaker, throttling)
 DEFAULT_SPEED = 2000.0
 
 
@@ -65,9 +66,9 @@ class Emulator:
 
     def __init__(self, speed: float = DEFAULT_SPEED,
                  fault_names: frozenset[str] | set[str] = frozenset(),
-                 region: str = REGION) -> None:
+                 region: str = REGION, fault_region: str = "us-west-2") -> None:
         self.speed = speed
-        self.fault_plan = faults.FaultPlan(frozenset(fault_names))
+        self.fault_plan = faults.FaultPlan(frozenset(fault_names), fault_region=fault_region)
         self.region = region
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._saved_env: dict[str, str | None] = {}

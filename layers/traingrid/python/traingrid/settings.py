@@ -22,3 +22,35 @@ class Settings(BaseModel):
 
 class TriggerSettings(Settings):
     training_run_state_machine_arn: str = Field(alias="TRAINING_RUN_STATE_MACHINE_ARN")
+
+
+class DatabaseSettings(BaseModel):
+    """Where the campaign database is: its secret, and what the secret may not say."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    database_secret_arn: str = Field(alias="DATABASE_SECRET_ARN")
+    database_host: str | None = Field(default=None, alias="DATABASE_HOST")
+    database_name: str | None = Field(default=None, alias="DATABASE_NAME")
+
+    @classmethod
+    def from_env(cls) -> Self:
+        return cls.model_validate(dict(os.environ))
+
+
+class RegistrationSettings(DatabaseSettings):
+    campaign_fanout_state_machine_arn: str = Field(alias="CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
+    # Markers of one campaign within this window start one fan-out.
+    settle_minutes: int = Field(default=15, ge=1, le=24 * 60, alias="SETTLE_MINUTES")
+
+
+class LaunchSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    sagemaker_role_arn: str = Field(alias="SAGEMAKER_ROLE_ARN")
+    training_image_repository: str = Field(alias="TRAINING_IMAGE_REPOSITORY")
+    managed_spot: bool = Field(default=False, alias="MANAGED_SPOT")
+
+    @classmethod
+    def from_env(cls) -> Self:
+        return cls.model_validate(dict(os.environ))

@@ -10,9 +10,10 @@ from traingrid.aws.clients import client
 from traingrid.aws.errors import translated
 
 
-def objects_under(bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+def objects_under(bucket: str, prefix: str, region: str | None = None
+                  ) -> Iterator[dict[str, Any]]:
     """Every object under ``prefix`` as ``{key, size, etag}``, in key order."""
-    paginator = client("s3").get_paginator("list_objects_v2")
+    paginator = client("s3", region).get_paginator("list_objects_v2")
     with translated("S3", "ListObjectsV2"):
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
@@ -38,3 +39,19 @@ def write_json(bucket: str, key: str, document: Any) -> str:
             ContentType="application/json",
         )
     return f"s3://{bucket}/{key}"
+
+
+def copy_prefix(source_bucket: str, source_prefix: str, target_bucket: str, target_prefix: str,
+                target_region: str, source_region: str | None = None) -> int:
+    """Server-side copy of every object under a prefix into another region; the count."""
+    s3 = client("s3", target_region)
+    copied = 0
+    for item in objects_under(source_bucket, source_prefix, source_region):
+        with translated("S3", "CopyObject"):
+            s3.copy_object(
+                Bucket=target_bucket,
+                Key=target_prefix + item["key"].removeprefix(source_prefix),
+                CopySource={"Bucket": source_bucket, "Key": item["key"]},
+            )
+        copied += 1
+    return copied

@@ -1,0 +1,17 @@
+"""Record one region's outcome in the campaign database."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from traingrid.campaigns import records
+from traingrid.observability import logger, tracer
+from traingrid.settings import DatabaseSettings
+
+settings = DatabaseSettings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return records.record_region_job(event, settings)

@@ -1,0 +1,24 @@
+"""Register the dataset a ``_READY`` marker completes and start its campaign's fan-out."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import (
+    S3EventBridgeNotificationEvent,
+    event_source,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from traingrid.campaigns import records
+from traingrid.observability import logger, metrics, tracer
+from traingrid.settings import RegistrationSettings
+
+settings = RegistrationSettings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_source(data_class=S3EventBridgeNotificationEvent)
+def lambda_handler(event: S3EventBridgeNotificationEvent, context: LambdaContext) -> dict[str, Any]:
+    return records.register_dataset(event.detail.bucket.name, event.detail.object.key,
+                                  event.region, settings)

@@ -1,0 +1,149 @@
+"""The CampaignFanout steps that read and write the campaign database: register, plan,
+record, finish. Only the functions that run these load SQLAlchemy."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import s3, stepfunctions
+from traingrid.aws.secrets import database_url
+from traingrid.campaigns.markers import MARKER_NAME, parse_marker
+from traingrid.campaigns.placement import plan_campaign
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RegionRepository,
+    RunRepository,
+)
+from traingrid.errors import RequestInvalid
+from traingrid.observability import logger, metrics
+from traingrid.settings import DatabaseSettings, RegistrationSettings
+from traingrid.training.failures import readable
+
+
+def _url(settings: DatabaseSettings) -> str:
+    return database_url(settings.database_secret_arn, settings.database_host,
+                        settings.database_name)
+
+def fanout_name(campaign: str, moment: datetime, settle_minutes: int) -> str:
+    """``<campaign>-<yyyymmddTHHMM>`` of the settle window: markers of one window, one run."""
+    window = timedelta(minutes=settle_minutes)
+    start = moment - (moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)) % window
+    return f"{campaign}-{start:%Y%m%dT%H%M}"
+
+def register_dataset(bucket: str, key: str, region: str,
+                     settings: RegistrationSettings) -> dict[str, Any]:
+    """Register the dataset a marker completes (once) and start its campaign's fan-out."""
+
+    try:
+        marker = parse_marker(bucket, key, region)
+    except RequestInvalid as invalid:
+        logger.warning("marker rejected; nothing registered", extra={"problems": invalid.problems})
+        return {"status": "rejected", "reason": invalid.message}
+    objects = [o for o in s3.objects_under(bucket, marker.prefix, region)
+               if not o["key"].endswith(MARKER_NAME)]
+    now = clock.now()
+    with transaction(_url(settings)) as session:
+        CampaignRepository(session).ensure(marker.campaign)
+        dataset, created = DatasetRepository(session).register(
+            marker.campaign, marker.region, marker.s3_uri, len(objects),
+            sum(o["size"] for o in objects), None, now)
+        registered_at = dataset.registered_at
+    name = fanout_name(marker.campaign, now, settings.settle_minutes)
+    # A retry after a failed start must still start it; a late duplicate starts nothing.
+    if not created and fanout_name(marker.campaign, registered_at, settings.settle_minutes) != name:
+        return {"status": "duplicate", "dataset": marker.s3_uri}
+    execution = stepfunctions.start_named_execution(
+        settings.campaign_fanout_state_machine_arn, name,
+        {"campaign": marker.campaign, "settle_s": settings.settle_minutes * 60,
+         "trigger": {"source": "s3", "bucket": bucket, "key": key, "region": region}},
+    )
+    metrics.add_metric(name="DatasetRegistered" if created else "DuplicateMarker",
+                       unit="Count", value=1)
+    return {"status": "registered" if created else "duplicate", "dataset": marker.s3_uri,
+            "fanout": name, "started": execution["started"]}
+
+def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
+                max_concurrency: int) -> dict[str, Any]:
+    """Start the run's record and plan one job per region over the campaign's new data."""
+
+    campaign_id, name = event["campaign"], event["execution_name"]
+    with transaction(_url(settings)) as session:
+        campaign = CampaignRepository(session).get(campaign_id)
+        if campaign is None:
+            raise RequestInvalid([{"pointer": "/campaign", "message": "no such campaign"}])
+        runs = RunRepository(session)
+        run = runs.start(campaign_id, name, event["execution_arn"], campaign.placement,
+                         clock.now())
+        datasets = DatasetRepository(session).new_since_last_success(campaign_id)
+        plans = plan_campaign(session, campaign_id, datasets=[d.id for d in datasets]) \
+            if datasets else []
+        runs.add_planned_jobs(run, plans)
+        regions = RegionRepository(session)
+        buckets = {code: regions.get(code).artifact_bucket
+                   for p in plans for code in (p.region, *p.fallbacks)}
+        hyperparameters = dict(campaign.hyperparameters or {})
+    jobs = []
+    for plan in plans:
+        job = plan.as_dict()
+        # "reason" is the branch's latest failure from here on; the plan's is kept apart.
+        job["placement_reason"] = job.pop("reason")
+        jobs.append(job | {"hyperparameters": hyperparameters, "attempt": 1, "tried": [],
+                           "buckets": {c: buckets[c] for c in (plan.region, *plan.fallbacks)},
+                           "status": "PLANNED"})
+    return {"run": name, "placement": str(run.placement), "jobs": jobs,
+            "max_concurrency": max_concurrency}
+
+def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
+    """Write one region's outcome; the branch's small result for the execution's output."""
+
+    job = event["job"]
+    status, cause = job.get("status", "Failed"), job.get("reason")
+    if "failure" in event:
+        status, cause = "Failed", readable(event["failure"])[1]
+    if status != "Completed" and not cause:
+        cause = f"the training job ended {status}"
+    result = {
+        "region": job["region"], "requested_region": job["requested_region"],
+        "status": status, "job_name": job.get("job_name"), "job_arn": job.get("job_arn"),
+        "artifacts": job.get("artifacts"), "placement_reason": job.get("placement_reason"),
+        "moves": [t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
+        "cause": cause if status != "Completed" else None,
+    }
+    with transaction(_url(settings)) as session:
+        RunRepository(session).record_job(
+            event["execution_arn"], job["requested_region"], status=status,
+            region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
+            artifacts=job.get("artifacts"), failure_cause=result["cause"],
+            started_at=_parse(job.get("started_at")), ended_at=clock.now(),
+            attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
+                                               "reason": result["cause"] or "completed"}],
+        )
+    return result
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
+    """The run's outcome: it fails only if a region finally failed, naming which and why."""
+
+    state, results = event["state"], event["state"].get("results") or []
+    failed = [r for r in results if r["status"] != "Completed"]
+    if "failure" in state:
+        error, cause = readable(state["failure"])
+    elif failed:
+        error = "RegionFailed"
+        cause = "; ".join(f"{r['requested_region']} ({r['region']}): {r['cause']}"
+                          for r in failed)
+        cause = (f"{len(failed)} of {len(results)} region(s) failed: {cause}. The other "
+                 "regions' results are kept.")
+    else:
+        error, cause = None, None
+    status = "FAILED" if error else "SUCCEEDED"
+    with transaction(_url(settings)) as session:
+        RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
+    return {"status": status, "error": error, "cause": cause, "jobs": results}
+

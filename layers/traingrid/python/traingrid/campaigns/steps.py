@@ -1,0 +1,64 @@
+"""The CampaignFanout steps that work on SageMaker and S3 only: launch, check, move on.
+
+Handlers call exactly one of these; the database steps are in ``records``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import s3, sagemaker
+from traingrid.campaigns import fanout
+from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
+from traingrid.settings import LaunchSettings
+from traingrid.training.polling import Poll
+
+
+def stage_input(job: dict[str, Any], campaign: str) -> str:
+    """The job's input in its own region: the data, or a copy of it when it trains elsewhere."""
+    if job["region"] == job["requested_region"]:
+        return job["s3_uri"]
+    source_bucket, _, source_prefix = job["s3_uri"].removeprefix("s3://").partition("/")
+    bucket = job["buckets"][job["region"]]
+    prefix = f"campaigns/{campaign}/{job['requested_region']}/"
+    s3.copy_prefix(source_bucket, source_prefix, bucket, prefix, job["region"],
+                   job["requested_region"])
+    return f"s3://{bucket}/{prefix}"
+
+
+def launch_region_job(event: dict[str, Any], settings: LaunchSettings,
+                      account: str) -> dict[str, Any]:
+    job, campaign, execution = event["job"], event["campaign"], event["execution_name"]
+    region = job["region"]
+    name = job_name(execution, region, int(job["attempt"]))
+    s3_input = stage_input(job, campaign)
+    output = f"s3://{job['buckets'][region]}/campaigns/{campaign}/runs/{execution}/"
+    request = create_request(
+        job, name=name, region=region, s3_input=s3_input, output_path=output,
+        role_arn=settings.sagemaker_role_arn, spot=settings.managed_spot,
+        image=image_uri(account, region, settings.training_image_repository),
+        tags={"traingrid:campaign": campaign, "traingrid:execution": event["execution_arn"],
+              "traingrid:run": execution},
+    )
+    try:
+        arn = sagemaker.create_training_job(region, request)
+    except sagemaker.CapacityUnavailable as refused:
+        return job | {"status": fanout.MOVE_ON, "reason": str(refused), "job_name": name}
+    return job | {"status": "InProgress", "job_name": name, "job_arn": arn,
+                  "s3_input": s3_input, "started_at": clock.iso(clock.now()),
+                  "poll": vars(Poll())}
+
+
+def check_region_job(event: dict[str, Any]) -> dict[str, Any]:
+    job = event["job"]
+    description = sagemaker.describe_training_job(job["region"], job["job_name"])
+    return job | fanout.check(description, Poll.of(job.get("poll")))
+
+
+def next_region(event: dict[str, Any]) -> dict[str, Any]:
+    job = event["job"]
+    return fanout.next_region(job, job.get("reason", "capacity unavailable"))
+
+
+

@@ -1,0 +1,169 @@
+"""The campaign database: campaigns, regions with their prices, datasets, runs and region jobs.
+
+Money is ``Numeric`` (exact list prices); times are aware and stored in UTC. Python-side defaults
+only: every row is written by this package, and the migration stays the plain shape of the table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    Numeric,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from traingrid import clock
+from traingrid.db.base import Base, UtcDateTime
+
+# The values of traingrid.campaigns.placement.Placement (a test keeps them equal): that module
+# queries these models, so the enum cannot live there and be imported here.
+PLACEMENTS = ("data-local", "cheapest")
+MONEY = Numeric(12, 6)
+S3_URI = String(2048)
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{value}'" for value in values)
+    return f"{column} IN ({quoted})"
+
+
+class Campaign(Base):
+    """A training campaign; its id is the key in S3 paths (``campaigns/<id>/<region>/``)."""
+
+    __tablename__ = "campaigns"
+    __table_args__ = (CheckConstraint(_one_of("placement", PLACEMENTS), name="placement"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    # Shared by every region's job.
+    hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    instance_type: Mapped[str] = mapped_column(String(64), default="ml.p3.16xlarge")
+    instance_count: Mapped[int] = mapped_column(Integer, default=10)
+    placement: Mapped[str] = mapped_column(String(16), default="data-local")
+    # For cost estimates only.
+    expected_hours: Mapped[float] = mapped_column(Float, default=8.0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=clock.now)
+
+
+class Region(Base):
+    """An AWS region jobs may train in."""
+
+    __tablename__ = "regions"
+
+    code: Mapped[str] = mapped_column(String(32), primary_key=True)
+    enabled: Mapped[bool] = mapped_column(default=True)
+    # What copying data OUT of this region to another one costs.
+    transfer_usd_per_gb: Mapped[Decimal] = mapped_column(MONEY)
+    artifact_bucket: Mapped[str] = mapped_column(String(63))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=clock.now)
+
+    prices: Mapped[list[RegionPrice]] = relationship(
+        cascade="all, delete-orphan", order_by="RegionPrice.instance_type"
+    )
+
+
+class RegionPrice(Base):
+    """What an instance type costs in a region, and how many of it a job may get there now."""
+
+    __tablename__ = "region_prices"
+
+    region_code: Mapped[str] = mapped_column(ForeignKey("regions.code"), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    on_demand_usd_per_hour: Mapped[Decimal] = mapped_column(MONEY)
+    spot_usd_per_hour: Mapped[Decimal | None] = mapped_column(MONEY)
+    # Capacity or quota headroom, in instances; 0 = none.
+    capacity_instances: Mapped[int] = mapped_column(Integer)
+
+
+class Dataset(Base):
+    """Campaign data that landed (complete, marked) under a prefix in one region."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "region_code", "s3_uri"),
+        Index(None, "campaign_id", "registered_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(ForeignKey("campaigns.id"))
+    region_code: Mapped[str] = mapped_column(ForeignKey("regions.code"))
+    s3_uri: Mapped[str] = mapped_column(S3_URI)
+    objects: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    registered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=clock.now)
+    marker_etag: Mapped[str | None] = mapped_column(String(128))
+
+
+class CampaignRun(Base):
+    """One fan-out of a campaign: a Step Functions execution."""
+
+    __tablename__ = "campaign_runs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", tuple(RunStatus)), name="status"),
+        CheckConstraint(_one_of("placement", PLACEMENTS), name="placement"),
+        Index(None, "campaign_id", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(ForeignKey("campaigns.id"))
+    name: Mapped[str] = mapped_column(String(80))
+    execution_arn: Mapped[str] = mapped_column(String(256), unique=True)
+    placement: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    failure_cause: Mapped[str | None] = mapped_column(Text)
+
+    jobs: Mapped[list[RegionJob]] = relationship(
+        back_populates="run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="RegionJob.requested_region",
+    )
+
+
+class RegionJob(Base):
+    """One region's job of a run: planned where its data is, possibly moved on a fallback."""
+
+    __tablename__ = "region_jobs"
+    __table_args__ = (UniqueConstraint("run_id", "requested_region"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("campaign_runs.id", ondelete="CASCADE"))
+    # Where the data is, and where the job trains now.
+    requested_region: Mapped[str] = mapped_column(ForeignKey("regions.code"))
+    region: Mapped[str] = mapped_column(ForeignKey("regions.code"))
+    # PLANNED, then SageMaker's TrainingJobStatus (InProgress, Completed, Failed, Stopped).
+    status: Mapped[str] = mapped_column(String(32), default="PLANNED")
+    job_name: Mapped[str | None] = mapped_column(String(63))
+    job_arn: Mapped[str | None] = mapped_column(String(256))
+    s3_input: Mapped[str] = mapped_column(S3_URI)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    artifacts: Mapped[str | None] = mapped_column(S3_URI)
+    failure_cause: Mapped[str | None] = mapped_column(Text)
+    placement_reason: Mapped[str] = mapped_column(Text)
+    # Every region tried: [{"region", "status", "reason"}, ...].
+    attempts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+    run: Mapped[CampaignRun] = relationship(back_populates="jobs")

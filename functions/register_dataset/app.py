@@ -1,5 +1,6 @@
 """Register the dataset a ``_READY`` marker completes and start its campaign's fan-out."""
 
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import (
@@ -20,5 +21,6 @@ settings = RegistrationSettings.from_env()
 @metrics.log_metrics
 @event_source(data_class=S3EventBridgeNotificationEvent)
 def lambda_handler(event: S3EventBridgeNotificationEvent, context: LambdaContext) -> dict[str, Any]:
+    landed_at = datetime.fromisoformat(event.time.replace("Z", "+00:00"))
     return records.register_dataset(event.detail.bucket.name, event.detail.object.key,
-                                  event.region, settings)
+                                    event.region, landed_at, settings)

@@ -46,7 +46,13 @@ def seed(deployment: Deployment) -> None:
 
 
 def upload_and_mark(emulator: Emulator, deployment: Deployment) -> None:
-    """Data lands in each region's campaign bucket; its _READY marker comes last."""
+    """Data lands in each region's campaign bucket; its _READY marker comes last. The clock
+    is held: these few small uploads take seconds on AWS, not simulated minutes."""
+    with emulator.paused():
+        _upload_and_mark(emulator, deployment)
+
+
+def _upload_and_mark(emulator: Emulator, deployment: Deployment) -> None:
     for region, stack in deployment.regional.items():
         s3 = emulator.client("s3", region)
         bucket, prefix = stack.outputs["CampaignBucketName"], f"campaigns/{CAMPAIGN}/{region}/"

@@ -1,4 +1,5 @@
-"""End-to-end runs: deploy template.yaml into the emulator, upload a manifest, follow the run."""
+"""End-to-end runs: deploy TrainGrid into the emulator, start a pipeline the way a user does
+(an upload), follow its runs to the end."""
 
 from __future__ import annotations
 
@@ -8,17 +9,12 @@ from typing import Any
 
 import pytest
 
-from traingrid_local import report
-from traingrid_local.demo import (
-    DEFAULT_KEY,
-    DEMO_BUCKET,
-    SCENARIOS,
-    upload_sample_dataset,
-    wait_for_runs,
-)
-from traingrid_local.emulator import batch, lambda_inprocess
-from traingrid_local.emulator.deploy import Stack, deploy
+from traingrid_local import campaign_demo, report
+from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, upload_sample_dataset, wait_for_runs
+from traingrid_local.emulator import batch, lambda_inprocess, sagemaker
+from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
+from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
 SPEED = 4000.0
 
@@ -26,9 +22,13 @@ SPEED = 4000.0
 @dataclass
 class Outcome:
     report: dict[str, Any]
-    stack: Stack
+    deployment: Deployment
     emulator: Emulator
     calls: dict[str, set[str]]
+
+    @property
+    def stack(self) -> Stack:
+        return self.deployment.stack
 
     @property
     def execution(self) -> dict[str, Any]:
@@ -37,24 +37,58 @@ class Outcome:
 
 
 @pytest.fixture
-def run_scenario(monkeypatch):
-    """Run one scenario end to end; the emulator stays open for the test's own checks."""
-    sessions = []
+def emulated(monkeypatch, tmp_path):
+    """Start an emulator with a scenario's faults and deploy TrainGrid into it."""
+    sessions: list[tuple[Emulator, Deployment]] = []
     monkeypatch.setattr(batch, "TRAINING_SECONDS", 3600)
+    monkeypatch.setattr(sagemaker, "TRAINING_SECONDS", 3600)
+
+    def start(scenario: str, fault_region: str = "us-west-2") -> tuple[Emulator, Deployment]:
+        emulator = Emulator(speed=SPEED, fault_names=SCENARIOS[scenario].faults,
+                            fault_region=fault_region).__enter__()
+        deployment = deploy_traingrid(
+            emulator, database_url=f"sqlite:///{tmp_path / f'db{len(sessions)}.sqlite'}")
+        sessions.append((emulator, deployment))
+        return emulator, deployment
+
+    yield start
+    for emulator, deployment in sessions:
+        emulator.__exit__(None, None, None)
+        deployment.close()
+
+
+def finish(emulator: Emulator, deployment: Deployment, machine: str) -> Outcome:
+    arns = wait_for_runs(emulator, [deployment.stack.outputs[machine]], 120, None)
+    return Outcome(report.build(emulator, deployment, arns), deployment, emulator,
+                   dict(lambda_inprocess.CALLS))
+
+
+@pytest.fixture
+def run_scenario(emulated):
+    """A TrainingRun from a manifest upload."""
 
     def run(scenario: str = "happy", manifest: Any = None, uploads: int = 1,
             key: str = DEFAULT_KEY) -> Outcome:
-        emulator = Emulator(speed=SPEED, fault_names=SCENARIOS[scenario][0])
-        sessions.append(emulator.__enter__())
-        stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET})
+        emulator, deployment = emulated(scenario)
         upload_sample_dataset(emulator)
         body = json.dumps(manifest if manifest is not None else {}).encode()
         for _ in range(uploads):
             emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=key, Body=body)
-        arns = wait_for_runs(emulator, stack.outputs["TrainingRunStateMachineArn"], 120, None)
-        result = report.build(emulator, stack, arns)
-        return Outcome(result, stack, emulator, dict(lambda_inprocess.CALLS))
+        return finish(emulator, deployment, "TrainingRunStateMachineArn")
 
-    yield run
-    for emulator in sessions:
-        emulator.__exit__(None, None, None)
+    return run
+
+
+@pytest.fixture
+def run_campaign(emulated):
+    """A CampaignFanout from the sample campaign's regional uploads and _READY markers."""
+
+    def run(scenario: str = "happy", fault_region: str = "us-west-2",
+            repeat_markers: int = 1) -> Outcome:
+        emulator, deployment = emulated(scenario, fault_region)
+        campaign_demo.seed(deployment)
+        for _ in range(repeat_markers):
+            campaign_demo.upload_and_mark(emulator, deployment)
+        return finish(emulator, deployment, "CampaignFanoutStateMachineArn")
+
+    return run

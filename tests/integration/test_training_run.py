@@ -4,12 +4,12 @@ real S3 upload."""
 from __future__ import annotations
 
 import json
-from fnmatch import fnmatch
 
 import pytest
 
+from tests.integration.iam import missing_permissions
 from traingrid_local import report
-from traingrid_local.demo import DEMO_BUCKET
+from traingrid_local.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 
@@ -137,24 +137,8 @@ def test_dataset_outside_the_data_bucket_is_refused(run_scenario):
     assert f"s3://{DEMO_BUCKET}/ only" in execution["cause"]
 
 
-def _role_actions(stack, function_name: str) -> list[str]:
-    logical = next(k for k, v in stack.resources.items() if v == function_name)
-    role = stack.template["Resources"][f"{logical}Role"]["Properties"]
-    return [a for policy in role.get("Policies", [])
-            for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
-            for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
-
-
-# Operations whose IAM action has another name.
-IAM_ACTION = {"s3:ListObjectsV2": "s3:ListBucket", "s3:HeadObject": "s3:GetObject"}
-
-
 @pytest.mark.parametrize("scenario", ["happy", "export-failed", "stuck-runnable"])
 def test_each_function_calls_only_what_its_role_allows(run_scenario, scenario):
     outcome = run_scenario(scenario)
     assert outcome.calls, "no function called AWS"
-    for function_name, calls in outcome.calls.items():
-        allowed = _role_actions(outcome.stack, function_name)
-        for call in calls:
-            action = IAM_ACTION.get(call, call)
-            assert any(fnmatch(action, a) for a in allowed), f"{function_name}: {action}"
+    assert missing_permissions(outcome.stack, outcome.calls) == []

@@ -49,6 +49,11 @@ class SimulatedClock:
         with self._lock:
             return self._at(time.time())
 
+    def simulated_at(self, real_timestamp: float) -> datetime:
+        """The simulated time of a past real instant (e.g. when moto stamped an event)."""
+        with self._lock:
+            return self._at(real_timestamp)
+
     def timestamp(self) -> float:
         return self.now().timestamp()
 

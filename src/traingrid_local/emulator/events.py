@@ -7,7 +7,8 @@ asynchronously in-process, Step Functions started), each target on its own so on
 cannot hide another, with ``Input``/``InputPath`` honoured. An event forwarded to an event bus
 in another region keeps its envelope (``region``, ``id``, ``time``), as AWS keeps it; moto
 re-creates it in the target region. S3 events are also given the shape AWS sends: one ``id``,
-an ISO ``time`` and ``detail.object.etag``.
+an ISO ``time`` (on the simulated clock, like every other time in the emulator) and
+``detail.object.etag``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import copy
 import json
 import logging
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from moto.awslambda.utils import get_backend as lambda_backend
 from moto.events.models import Rule, events_backends
 from moto.stepfunctions.responses import get_backend as stepfunctions_backend
 from moto.utilities.arns import parse_arn
+
+from traingrid_local.emulator.clock import CLOCK
 
 log = logging.getLogger(__name__)
 _original_send = Rule.send_to_targets
@@ -31,7 +33,7 @@ _original_send = Rule.send_to_targets
 def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
     original, event = event, copy.deepcopy(event)
     if isinstance(event.get("time"), int | float):
-        moment = datetime.fromtimestamp(event["time"], UTC)
+        moment = CLOCK.simulated_at(event["time"])
         event["time"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         # One id per event, the same at every rule it reaches.
         identity = json.dumps(original, sort_keys=True, default=str)

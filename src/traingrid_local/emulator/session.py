@@ -128,6 +128,10 @@ class Emulator:
                        if sfn.describe_execution(executionArn=a)["status"] == "RUNNING"]
             time.sleep(0.05)
 
+    def paused(self) -> Any:
+        """Hold the simulated clock, e.g. while uploading what takes seconds on AWS."""
+        return CLOCK.paused()
+
     def simulated_seconds(self, start: Any, end: Any) -> float:
         return CLOCK.simulated_seconds(start, end)
 

@@ -42,11 +42,14 @@ def write_json(bucket: str, key: str, document: Any) -> str:
 
 
 def copy_prefix(source_bucket: str, source_prefix: str, target_bucket: str, target_prefix: str,
-                target_region: str, source_region: str | None = None) -> int:
-    """Server-side copy of every object under a prefix into another region; the count."""
+                target_region: str, source_region: str | None = None,
+                skip_suffix: str | None = None) -> int:
+    """Server-side copy of the objects under a prefix into another region; the count."""
     s3 = client("s3", target_region)
     copied = 0
     for item in objects_under(source_bucket, source_prefix, source_region):
+        if skip_suffix and item["key"].endswith(skip_suffix):
+            continue
         with translated("S3", "CopyObject"):
             s3.copy_object(
                 Bucket=target_bucket,

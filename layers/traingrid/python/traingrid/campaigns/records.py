@@ -34,9 +34,12 @@ def fanout_name(campaign: str, moment: datetime, settle_minutes: int) -> str:
     start = moment - (moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)) % window
     return f"{campaign}-{start:%Y%m%dT%H%M}"
 
-def register_dataset(bucket: str, key: str, region: str,
+def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
                      settings: RegistrationSettings) -> dict[str, Any]:
-    """Register the dataset a marker completes (once) and start its campaign's fan-out."""
+    """Register the dataset a marker completes (once) and start its campaign's fan-out.
+
+    The window comes from when the marker landed, so a retried event lands in the same one.
+    """
 
     try:
         marker = parse_marker(bucket, key, region)
@@ -45,14 +48,13 @@ def register_dataset(bucket: str, key: str, region: str,
         return {"status": "rejected", "reason": invalid.message}
     objects = [o for o in s3.objects_under(bucket, marker.prefix, region)
                if not o["key"].endswith(MARKER_NAME)]
-    now = clock.now()
     with transaction(_url(settings)) as session:
         CampaignRepository(session).ensure(marker.campaign)
         dataset, created = DatasetRepository(session).register(
             marker.campaign, marker.region, marker.s3_uri, len(objects),
-            sum(o["size"] for o in objects), None, now)
+            sum(o["size"] for o in objects), None, landed_at)
         registered_at = dataset.registered_at
-    name = fanout_name(marker.campaign, now, settings.settle_minutes)
+    name = fanout_name(marker.campaign, landed_at, settings.settle_minutes)
     # A retry after a failed start must still start it; a late duplicate starts nothing.
     if not created and fanout_name(marker.campaign, registered_at, settings.settle_minutes) != name:
         return {"status": "duplicate", "dataset": marker.s3_uri}

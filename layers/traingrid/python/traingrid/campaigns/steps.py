@@ -10,6 +10,7 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
+from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
 from traingrid.settings import LaunchSettings
 from traingrid.training.polling import Poll
@@ -23,7 +24,7 @@ def stage_input(job: dict[str, Any], campaign: str) -> str:
     bucket = job["buckets"][job["region"]]
     prefix = f"campaigns/{campaign}/{job['requested_region']}/"
     s3.copy_prefix(source_bucket, source_prefix, bucket, prefix, job["region"],
-                   job["requested_region"])
+                   job["requested_region"], skip_suffix=MARKER_NAME)
     return f"s3://{bucket}/{prefix}"
 
 

@@ -1,0 +1,101 @@
+"""CampaignFanout end to end on the emulator: markers in four regions' buckets, one fan-out,
+one SageMaker Horovod job per region, every outcome in the campaign database."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.integration.iam import missing_permissions
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import CampaignRepository
+from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
+
+pytestmark = pytest.mark.e2e
+REGIONS = set(REGION_PRICES)
+
+
+def jobs_by_data_region(outcome) -> dict[str, dict]:
+    return {job["requested_region"]: job for job in outcome.execution["jobs"]}
+
+
+def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
+    outcome = run_campaign("happy")
+    execution = outcome.execution
+    assert (execution["state_machine"], execution["status"]) == ("CampaignFanout", "SUCCEEDED")
+    assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}", execution["name"])
+    jobs = jobs_by_data_region(outcome)
+    assert set(jobs) == REGIONS
+    for region, job in jobs.items():
+        assert (job["region"], job["status"]) == (region, "Completed")
+        assert f":{region}:" in job["job_arn"]
+        assert job["artifacts"].startswith(f"s3://traingrid-artifacts-123456789012-{region}/")
+        assert "data-local" in job["placement_reason"]
+        assert len(job["job_name"]) <= 63
+    described = outcome.emulator.client("sagemaker", "eu-central-1").describe_training_job(
+        TrainingJobName=jobs["eu-central-1"]["job_name"])
+    assert described["ResourceConfig"]["InstanceCount"] == 10  # 4 regions × 10 × 8 GPUs
+    assert described["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == (
+        f"s3://traingrid-campaign-123456789012-eu-central-1/campaigns/{CAMPAIGN}/eu-central-1/")
+    assert outcome.report["leaked_resources"] == []
+    with transaction(outcome.deployment.database_url) as session:
+        (campaign,) = CampaignRepository(session).overview()
+    assert {d["region"] for d in campaign["datasets"]} == REGIONS
+    assert campaign["last_run"]["status"] == "SUCCEEDED"
+
+
+def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
+    outcome = run_campaign("sagemaker-capacity")
+    assert outcome.execution["status"] == "SUCCEEDED"
+    moved = jobs_by_data_region(outcome)["us-west-2"]
+    assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
+    assert moved["attempts"][0]["region"] == "us-west-2"
+    assert "CapacityError" in moved["attempts"][0]["reason"]
+    # The data was copied next to the job: SageMaker reads its input in its own region.
+    described = outcome.emulator.client("sagemaker", moved["region"]).describe_training_job(
+        TrainingJobName=moved["job_name"])
+    s3_input = described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert moved["region"] in s3_input
+    bucket, _, prefix = s3_input.removeprefix("s3://").partition("/")
+    copied = outcome.emulator.client("s3", moved["region"]).list_objects_v2(
+        Bucket=bucket, Prefix=prefix)["KeyCount"]
+    assert copied == 3
+    others = {r: j for r, j in jobs_by_data_region(outcome).items() if r != "us-west-2"}
+    assert all(j["region"] == r and j["status"] == "Completed" for r, j in others.items())
+
+
+def test_a_quota_refusal_elsewhere_moves_that_region(run_campaign):
+    outcome = run_campaign("sagemaker-quota", fault_region="eu-central-1")
+    assert outcome.execution["status"] == "SUCCEEDED"
+    moved = jobs_by_data_region(outcome)["eu-central-1"]
+    assert moved["region"] != "eu-central-1"
+    assert "ResourceLimitExceeded" in moved["attempts"][0]["reason"]
+
+
+def test_a_failing_region_fails_the_run_and_keeps_the_others(run_campaign):
+    outcome = run_campaign("sagemaker-job-failed")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "RegionFailed")
+    assert "1 of 4 region(s) failed: us-west-2" in execution["cause"]
+    assert "AlgorithmError" in execution["cause"]
+    jobs = jobs_by_data_region(outcome)
+    assert jobs["us-west-2"]["status"] == "Failed"
+    assert all(jobs[r]["status"] == "Completed" and jobs[r]["artifacts"]
+               for r in REGIONS - {"us-west-2"})
+    assert outcome.report["leaked_resources"] == []
+
+
+def test_a_repeated_marker_registers_once_and_starts_one_fanout(run_campaign):
+    outcome = run_campaign("happy", repeat_markers=2)
+    assert len(outcome.report["executions"]) == 1
+    with transaction(outcome.deployment.database_url) as session:
+        (campaign,) = CampaignRepository(session).overview()
+    assert len(campaign["datasets"]) == 4
+
+
+def test_each_campaign_function_calls_only_what_its_role_allows(run_campaign):
+    outcome = run_campaign("sagemaker-capacity")
+    assert outcome.calls
+    assert missing_permissions(outcome.stack, outcome.calls) == []

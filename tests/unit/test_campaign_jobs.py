@@ -1,0 +1,104 @@
+"""Campaign markers, SageMaker job names and requests, and a region branch's decisions."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from traingrid.campaigns import fanout
+from traingrid.campaigns.markers import parse_marker
+from traingrid.campaigns.records import fanout_name
+from traingrid.campaigns.sagemaker_job import create_request, job_name, short_region
+from traingrid.errors import RequestInvalid
+from traingrid.training.polling import Poll
+
+SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-2",
+           "us-gov-west-1"]
+
+
+def test_marker_names_campaign_and_region():
+    marker = parse_marker("bkt-usw2", "campaigns/sf-2026/us-west-2/_READY", "us-west-2")
+    assert (marker.campaign, marker.region) == ("sf-2026", "us-west-2")
+    assert marker.s3_uri == "s3://bkt-usw2/campaigns/sf-2026/us-west-2/"
+
+
+@pytest.mark.parametrize(("key", "region", "message"), [
+    ("campaigns/sf/_READY", "us-west-2", "expected campaigns/<campaign>/<region>/_READY"),
+    ("campaigns/SF!/us-west-2/_READY", "us-west-2", "lower-case"),
+    ("campaigns/sf/moon-1/_READY", "us-west-2", "not an AWS region code"),
+    ("campaigns/sf/us-east-1/_READY", "us-west-2", "its bucket is in us-west-2"),
+])
+def test_bad_markers_say_why(key, region, message):
+    with pytest.raises(RequestInvalid, match=re.escape(message)):
+        parse_marker("bkt", key, region)
+
+
+@given(execution=st.text(min_size=1, max_size=200), region=st.sampled_from(REGIONS),
+       attempt=st.integers(min_value=1, max_value=99))
+def test_job_names_are_valid_for_sagemaker(execution, region, attempt):
+    name = job_name(execution, region, attempt)
+    assert len(name) <= 63
+    assert SAGEMAKER_NAME.fullmatch(name), name
+    assert name.endswith(f"{short_region(region)}-{attempt}")
+
+
+def test_job_names_differ_by_region_attempt_and_long_execution():
+    base = "av-drive-2026-11-20261121T1300"
+    names = {job_name(base, r, a) for r in REGIONS for a in (1, 2)}
+    assert len(names) == len(REGIONS) * 2
+    long_a, long_b = "x" * 80 + "a", "x" * 80 + "b"
+    assert job_name(long_a, "us-west-2", 1) != job_name(long_b, "us-west-2", 1)
+
+
+def test_request_runs_horovod_through_mpi_with_the_seed_options():
+    job = {"instance_type": "ml.p3.16xlarge", "instance_count": 10,
+           "hyperparameters": {"num_epochs": 30}}
+    request = create_request(job, name="n", region="eu-central-1", s3_input="s3://in/",
+                             output_path="s3://out/", role_arn="arn:role", image="img",
+                             tags={"traingrid:run": "r"}, spot=True)
+    hp = request["HyperParameters"]
+    assert hp["sagemaker_mpi_enabled"] == "true"
+    assert hp["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    assert "-x HOROVOD_FUSION_THRESHOLD=16777216" in hp["sagemaker_mpi_custom_mpi_options"]
+    assert (hp["num_epochs"], hp["batch_size"], hp["lr_decay_mode"]) == ("30", "256", "poly")
+    assert request["ResourceConfig"]["InstanceCount"] == 10
+    assert request["EnableManagedSpotTraining"] is True
+    assert request["CheckpointConfig"]["S3Uri"].startswith("s3://out/checkpoints/")
+    assert all(isinstance(v, str) for v in hp.values())
+
+
+def test_capacity_failures_move_on_and_other_failures_do_not():
+    capacity = fanout.check({"TrainingJobStatus": "Failed", "FailureReason":
+                             "CapacityError: Unable to provision requested ML compute"}, Poll())
+    assert capacity["status"] == fanout.MOVE_ON
+    algorithm = fanout.check({"TrainingJobStatus": "Failed",
+                              "FailureReason": "AlgorithmError: mpirun exited 1"}, Poll())
+    assert algorithm["status"] == "Failed"
+    running = fanout.check({"TrainingJobStatus": "InProgress",
+                            "SecondaryStatus": "Training"}, Poll())
+    assert running["poll"]["wait_s"] == fanout.SAGEMAKER_BACKOFF.first_s
+
+
+def test_next_region_follows_the_plan_then_gives_up_naming_every_region():
+    job = {"region": "us-west-2", "requested_region": "us-west-2", "attempt": 1,
+           "fallbacks": ["us-east-1", "eu-west-1"], "instance_type": "ml.p3.16xlarge",
+           "instance_count": 10}
+    moved = fanout.next_region(job, "CapacityError: none")
+    assert (moved["region"], moved["status"], moved["attempt"]) == ("us-east-1", "Moving", 2)
+    moved = fanout.next_region(moved, "CapacityError: none")
+    assert moved["region"] == "eu-west-1"
+    done = fanout.next_region(moved, "ResourceLimitExceeded: quota")
+    assert done["status"] == "Failed"
+    assert "tried us-west-2, us-east-1, eu-west-1" in done["reason"]
+
+
+def test_markers_of_one_window_share_one_fanout():
+    first = datetime(2026, 11, 21, 13, 1, tzinfo=UTC)
+    assert fanout_name("sf", first, 15) == "sf-20261121T1300"
+    assert fanout_name("sf", first.replace(minute=14), 15) == "sf-20261121T1300"
+    assert fanout_name("sf", first.replace(minute=15), 15) == "sf-20261121T1315"

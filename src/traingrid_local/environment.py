@@ -40,8 +40,11 @@ def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
     upgrade(database_url)
     secret = emulator.client("secretsmanager").create_secret(
         Name="traingrid/campaign-database", SecretString=json.dumps({"url": database_url}))
+    # The emulator migrates above; CloudFormation custom resources need a reachable
+    # response URL, which an in-process emulator has not.
     stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET,
-                                         "DatabaseSecretArn": secret["ARN"]})
+                                         "DatabaseSecretArn": secret["ARN"],
+                                         "ApplyMigrationsOnDeploy": "false"})
     regional = {
         region: deploy(emulator, "traingrid-regional", {"HomeRegion": emulator.region},
                        REGIONAL_TEMPLATE, region)

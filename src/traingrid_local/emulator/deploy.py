@@ -16,6 +16,7 @@ import copy
 import hashlib
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,10 +70,13 @@ def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
 
 
 def _zip_folder(folder: Path) -> bytes:
+    """Zip a code folder as `sam build` does: symbolic links are followed."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+        for root, dirs, files in os.walk(folder, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                path = Path(root) / name
                 archive.write(path, path.relative_to(folder).as_posix())
     return buffer.getvalue()
 

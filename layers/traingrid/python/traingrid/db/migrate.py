@@ -1,7 +1,8 @@
 """Schema migrations of the campaign database, run from code (no alembic.ini).
 
-The migrations live in ``schema/migrations`` of the source tree. A deployed migration function
-ships that folder with its code and points ``TRAINGRID_MIGRATIONS`` at it. This is the only
+The migrations live in ``schema/migrations`` of the source tree. The deployed migration
+function ships that folder beside its handler and passes it in (or ``TRAINGRID_MIGRATIONS``
+names it). This is the only
 module that imports Alembic, so nothing else pays for it at import time.
 """
 
@@ -31,24 +32,25 @@ def migrations_folder() -> Path:
     return source
 
 
-def _run(url: str, operation: str, revision: str) -> None:
+def _run(url: str, operation: str, revision: str, folder: Path | None) -> None:
     config = Config()
     # Config options go through ConfigParser interpolation: a literal '%' must be doubled.
-    config.set_main_option("script_location", str(migrations_folder()).replace("%", "%%"))
+    location = str(folder or migrations_folder())
+    config.set_main_option("script_location", location.replace("%", "%%"))
     with engine_for(url).begin() as connection:
         config.attributes["connection"] = connection
         getattr(command, operation)(config, revision)
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head", folder: Path | None = None) -> None:
     """Migrate the database at ``url`` up to ``revision``, in one transaction where the
     backend allows it (PostgreSQL)."""
-    _run(url, "upgrade", revision)
+    _run(url, "upgrade", revision, folder)
 
 
-def downgrade(url: str, revision: str) -> None:
+def downgrade(url: str, revision: str, folder: Path | None = None) -> None:
     """Migrate down to ``revision`` (``"base"``: drop everything)."""
-    _run(url, "downgrade", revision)
+    _run(url, "downgrade", revision, folder)
 
 
 def current(url: str) -> str | None:

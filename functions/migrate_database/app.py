@@ -1,0 +1,22 @@
+"""Apply the campaign database's migrations (shipped beside this file) to its latest revision."""
+
+from pathlib import Path
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from traingrid.aws.secrets import database_url
+from traingrid.db import schema_updates
+from traingrid.observability import logger, tracer
+from traingrid.settings import DatabaseSettings
+
+settings = DatabaseSettings.from_env()
+MIGRATIONS = Path(__file__).with_name("migrations")  # schema/migrations, shipped with the code
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
+    url = database_url(settings.database_secret_arn, settings.database_host,
+                       settings.database_name)
+    return schema_updates.handle(event, url, MIGRATIONS)

@@ -46,7 +46,7 @@ lint: install
 	$(BIN)/ruff check .
 
 template-check: install $(SAM_VENV)/.installed
-	$(BIN)/cfn-lint template.yaml
+	$(BIN)/cfn-lint template.yaml regional/template.yaml
 	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint --template template.yaml
 	$(MAKE) sam-build
 

@@ -78,7 +78,7 @@ def state_machines(template) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]
 
 def test_cfn_lint_is_clean():
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run([str(cfn_lint), str(TEMPLATE)],
+    result = subprocess.run([str(cfn_lint), str(TEMPLATE), str(ROOT / "regional/template.yaml")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -200,11 +200,17 @@ def test_no_wildcard_actions_and_resources_scoped_where_aws_allows(translated):
                 assert not unscoped, f"{logical_id}: {unscoped} on Resource *"
 
 
-def test_data_bucket_is_private_encrypted_and_tls_only(template):
-    bucket = template["Resources"]["DataBucket"]["Properties"]
-    assert all(bucket["PublicAccessBlockConfiguration"].values())
-    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    policy = template["Resources"]["DataBucketPolicy"]["Properties"]["PolicyDocument"]
+@pytest.mark.parametrize(("path", "bucket"), [
+    ("template.yaml", "DataBucket"),
+    ("regional/template.yaml", "CampaignBucket"),
+    ("regional/template.yaml", "ArtifactBucket"),
+])
+def test_buckets_are_private_encrypted_and_tls_only(path, bucket):
+    resources = load_template(ROOT / path)["Resources"]
+    properties = resources[bucket]["Properties"]
+    assert all(properties["PublicAccessBlockConfiguration"].values())
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    policy = resources[f"{bucket}Policy"]["Properties"]["PolicyDocument"]
     assert any(s["Effect"] == "Deny" and s["Condition"]["Bool"]["aws:SecureTransport"] == "false"
                for s in policy["Statement"])
 

@@ -28,11 +28,13 @@ def _url(settings: DatabaseSettings) -> str:
     return database_url(settings.database_secret_arn, settings.database_host,
                         settings.database_name)
 
+
 def fanout_name(campaign: str, moment: datetime, settle_minutes: int) -> str:
     """``<campaign>-<yyyymmddTHHMM>`` of the settle window: markers of one window, one run."""
     window = timedelta(minutes=settle_minutes)
     start = moment - (moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)) % window
     return f"{campaign}-{start:%Y%m%dT%H%M}"
+
 
 def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
                      settings: RegistrationSettings) -> dict[str, Any]:
@@ -40,7 +42,6 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
 
     The window comes from when the marker landed, so a retried event lands in the same one.
     """
-
     try:
         marker = parse_marker(bucket, key, region)
     except RequestInvalid as invalid:
@@ -68,10 +69,10 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
     return {"status": "registered" if created else "duplicate", "dataset": marker.s3_uri,
             "fanout": name, "started": execution["started"]}
 
+
 def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
                 max_concurrency: int) -> dict[str, Any]:
     """Start the run's record and plan one job per region over the campaign's new data."""
-
     campaign_id, name = event["campaign"], event["execution_name"]
     with transaction(_url(settings)) as session:
         campaign = CampaignRepository(session).get(campaign_id)
@@ -81,8 +82,8 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
         run = runs.start(campaign_id, name, event["execution_arn"], campaign.placement,
                          clock.now())
         datasets = DatasetRepository(session).new_since_last_success(campaign_id)
-        plans = plan_campaign(session, campaign_id, datasets=[d.id for d in datasets]) \
-            if datasets else []
+        plans = (plan_campaign(session, campaign_id, datasets=[d.id for d in datasets])
+                 if datasets else [])
         runs.add_planned_jobs(run, plans)
         regions = RegionRepository(session)
         buckets = {code: regions.get(code).artifact_bucket
@@ -99,9 +100,9 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
     return {"run": name, "placement": str(run.placement), "jobs": jobs,
             "max_concurrency": max_concurrency}
 
+
 def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
     """Write one region's outcome; the branch's small result for the execution's output."""
-
     job = event["job"]
     status, cause = job.get("status", "Failed"), job.get("reason")
     if "failure" in event:
@@ -126,12 +127,13 @@ def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict
         )
     return result
 
+
 def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
+
 def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
     """The run's outcome: it fails only if a region finally failed, naming which and why."""
-
     state, results = event["state"], event["state"].get("results") or []
     failed = [r for r in results if r["status"] != "Completed"]
     if "failure" in state:
@@ -148,4 +150,3 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
     with transaction(_url(settings)) as session:
         RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
     return {"status": status, "error": error, "cause": cause, "jobs": results}
-

@@ -60,6 +60,3 @@ def check_region_job(event: dict[str, Any]) -> dict[str, Any]:
 def next_region(event: dict[str, Any]) -> dict[str, Any]:
     job = event["job"]
     return fanout.next_region(job, job.get("reason", "capacity unavailable"))
-
-
-

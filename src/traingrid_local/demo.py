@@ -14,7 +14,6 @@ from typing import Any
 from traingrid.db.engine import dispose
 from traingrid_local import campaign_demo, report
 from traingrid_local.emulator import batch as emulated_batch
-from traingrid_local.emulator.faults import FAULTS
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
 from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
@@ -176,5 +175,3 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
         e["status"] == e["expected_status"] for e in result["executions"])
     return result
 
-
-__all__ = ["DEFAULT_KEY", "DEMO_BUCKET", "FAULTS", "SCENARIOS", "DemoOptions", "run"]

@@ -3,10 +3,12 @@ one SageMaker Horovod job per region, every outcome in the campaign database."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from tests.integration.conftest import finish
 from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import CampaignRepository
@@ -85,6 +87,18 @@ def test_a_failing_region_fails_the_run_and_keeps_the_others(run_campaign):
     assert all(jobs[r]["status"] == "Completed" and jobs[r]["artifacts"]
                for r in REGIONS - {"us-west-2"})
     assert outcome.report["leaked_resources"] == []
+
+
+def test_a_fanout_for_an_unknown_campaign_fails_readably(emulated):
+    emulator, deployment = emulated("happy")
+    sfn = emulator.client("stepfunctions")
+    arn = deployment.stack.outputs["CampaignFanoutStateMachineArn"]
+    sfn.start_execution(stateMachineArn=arn, name="no-such-campaign-1",
+                        input=json.dumps({"campaign": "no-such-campaign", "settle_s": 0}))
+    (execution,) = finish(emulator, deployment, "CampaignFanoutStateMachineArn").report[
+        "executions"]
+    assert (execution["status"], execution["error"]) == ("FAILED", "RequestInvalid")
+    assert "/campaign: no such campaign" in execution["cause"]
 
 
 def test_a_repeated_marker_registers_once_and_starts_one_fanout(run_campaign):

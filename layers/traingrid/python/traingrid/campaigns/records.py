@@ -15,6 +15,7 @@ from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
     DatasetRepository,
+    RecordNotFound,
     RegionRepository,
     RunRepository,
 )
@@ -147,6 +148,9 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
     else:
         error, cause = None, None
     status = "FAILED" if error else "SUCCEEDED"
-    with transaction(_url(settings)) as session:
-        RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
+    try:
+        with transaction(_url(settings)) as session:
+            RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
+    except RecordNotFound:  # planning failed before the run was recorded: nothing to finish
+        logger.warning("no run recorded for this execution", extra={"cause": cause})
     return {"status": status, "error": error, "cause": cause, "jobs": results}

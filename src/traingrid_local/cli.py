@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,8 +16,9 @@ from traingrid_local import demo as demo_runner
 from traingrid_local.emulator.faults import FAULTS
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
-stdout = Console()
-stderr = Console(stderr=True)
+# Logs and pipes are read later, in wide windows: don't squeeze the report into 80 columns.
+stdout = Console(width=None if sys.stdout.isatty() else 120)
+stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 
 
 def _duration(seconds: float) -> str:
@@ -56,7 +58,7 @@ class ProgressLines:
 
 def _print_jobs(execution: dict[str, Any]) -> None:
     table = Table(title=f"{execution['name']}: regional jobs", title_justify="left")
-    for column in ("data in", "trained in", "status", "job", "why"):
+    for column in ("data in", "trained in", "status", "why"):
         table.add_column(column, overflow="fold")
     for job in execution["jobs"]:
         moves = [a for a in job["attempts"] or [] if a["region"] != job["region"]]
@@ -64,8 +66,7 @@ def _print_jobs(execution: dict[str, Any]) -> None:
             [job["placement_reason"] or ""] + [f"moved from {m['region']}: {m['reason']}"
                                                for m in moves])
         style = "green" if job["status"] == "Completed" else "red"
-        table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]",
-                      job["job_name"] or "-", why)
+        table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]", why)
     stdout.print(table)
 
 

@@ -93,8 +93,7 @@ def _print_report(result: dict[str, Any]) -> None:
         for problem in rejected["problems"] or []:
             stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
     _print_artifacts_and_resources(result)
-    expected = ", ".join(f"{e['state_machine']} {e['expected_status']}"
-                         for e in result["executions"])
+    expected = ", ".join(f"{machine} {status}" for machine, status in result["expected"].items())
     verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
     stdout.print(f"Expected {expected}: {verdict} ({result['wall_seconds']:.1f} s wall)")
 

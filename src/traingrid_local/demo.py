@@ -166,7 +166,7 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
     for entry in result["executions"]:
         entry["expected_status"] = expected.get(entry["state_machine"])
     result.update({
-        "pipelines": list(pipelines), "scenario": options.scenario,
+        "expected": expected, "pipelines": list(pipelines), "scenario": options.scenario,
         "faults": sorted(scenario.faults), "fault_region": options.fault_region,
         "clock_speed": options.speed, "wall_seconds": round(time.monotonic() - started, 2),
     })

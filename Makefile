@@ -8,7 +8,7 @@ SAM_CLI_VERSION := 1.170.0
 SAM := $(SAM_VENV)/bin/sam
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test unit e2e lint template-check sam-build schema clean
+.PHONY: help install demo test unit e2e lint template-check sam-build schema bench clean
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint            ruff"
 	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
+	@echo "make bench           measure cold starts, planning 10,000 datasets, the demo"
 
 install: $(VENV)/.installed
 
@@ -52,6 +53,9 @@ template-check: install $(SAM_VENV)/.installed
 
 sam-build: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml
+
+bench: install
+	$(BIN)/python -m traingrid_local.bench
 
 schema: install
 	$(BIN)/python -m traingrid_local.schemas write

@@ -6,7 +6,7 @@ import hashlib
 from typing import Any
 
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import CampaignRepository, RegionRepository
+from traingrid.db.repositories import CampaignRepository, RegionRepository, RunRepository
 from traingrid_local.emulator.session import Emulator
 from traingrid_local.environment import Deployment
 
@@ -66,8 +66,6 @@ def _upload_and_mark(emulator: Emulator, deployment: Deployment) -> None:
 
 def region_jobs(database_url: str, execution_arn: str) -> list[dict[str, Any]]:
     """Each region's job as the campaign database recorded it."""
-    from traingrid.db.repositories import RunRepository
-
     with transaction(database_url) as session:
         run = RunRepository(session).get(execution_arn)
         return [] if run is None else [

@@ -24,16 +24,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from traingrid_local.emulator.deploy import stand_in_environment
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results.json"
 POSTGRES_URL = os.environ.get("TRAINGRID_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 RUNS = 5
 DATASETS = 10_000
-# What each handler reads from its environment at cold start.
-HANDLER_ENV = {name: "x" for name in (
-    "DATA_BUCKET", "TRAINING_RUN_STATE_MACHINE_ARN", "DATABASE_SECRET_ARN",
-    "CAMPAIGN_FANOUT_STATE_MACHINE_ARN", "SAGEMAKER_ROLE_ARN", "TRAINING_IMAGE_REPOSITORY")}
 IMPORT_HANDLER = (
     "import importlib.util, sys, time; t = time.perf_counter(); "
     "spec = importlib.util.spec_from_file_location('app', sys.argv[1]); "
@@ -54,7 +52,7 @@ def cold_import_ms(function: Path) -> float:
             [sys.executable, "-c", IMPORT_HANDLER, str(function / "app.py")],
             capture_output=True, text=True, check=True, timeout=120,
             env={"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1",
-                 "POWERTOOLS_TRACE_DISABLED": "true"} | HANDLER_ENV,
+                 "POWERTOOLS_TRACE_DISABLED": "true"} | stand_in_environment(),
         )
         return float(result.stdout.strip())
     return median_ms(once)

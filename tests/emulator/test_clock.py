@@ -80,7 +80,7 @@ def test_sleep_waits_the_real_share_of_simulated_seconds(fake_time: FakeTime) ->
 
     simulated.sleep(3600)
 
-    assert fake_time.slept == [2.0]
+    assert sum(fake_time.slept) == pytest.approx(2.0)
     assert _seconds(simulated.now() - start) == pytest.approx(3600, abs=1e-3)
 
 
@@ -89,7 +89,7 @@ def test_sleep_for_a_negative_duration_returns_at_once(fake_time: FakeTime) -> N
 
     simulated.sleep(-30)
 
-    assert fake_time.slept == [0.0]
+    assert fake_time.slept == []
     assert simulated.real_seconds(-1) == 0.0
     assert simulated.real_seconds(25) == 2.5
 

@@ -13,10 +13,10 @@ LIMITS = {"hydrate_s": 3600, "runnable_s": 1800, "training_s": 7200, "archive_s"
 
 
 def test_backoff_grows_to_its_cap():
-    waits = [polling.TRAINING_BACKOFF.wait_after(n) for n in range(1, 12)]
+    waits = [polling.HYDRATE_BACKOFF.wait_after(n) for n in range(1, 12)]
     assert waits[0] == 30
     assert waits == sorted(waits)
-    assert waits[-1] == polling.TRAINING_BACKOFF.max_s
+    assert waits[-1] == polling.HYDRATE_BACKOFF.max_s
 
 
 def test_poll_counts_the_waits_it_made():
@@ -52,25 +52,51 @@ def job(**fields) -> JobState:
     return JobState.of({"id": "job-1", "name": "run-1", **fields})
 
 
+MINUTE_MS = 60_000
+CREATED = 1_700_000_000_000  # ms, as Batch stamps createdAt
+
+
+def check(state: JobState, status: str, now_min: float, **description) -> bool:
+    """Check the job ``now_min`` minutes after it was created."""
+    return polling.check_training_job(
+        state, {"status": status, "createdAt": CREATED, **description}, PLAN_JOB, LIMITS,
+        CREATED + int(now_min * MINUTE_MS))
+
+
+def test_time_in_the_queue_and_on_the_nodes_comes_from_batch_timestamps():
+    state = job()
+    check(state, "RUNNABLE", 12)
+    assert (state.waiting_s, state.running_s, state.started) == (720, 0, False)
+
+    check(state, "RUNNING", 100, startedAt=CREATED + 20 * MINUTE_MS)
+    assert (state.waiting_s, state.running_s, state.started) == (1200, 4800, True)
+
+    check(state, "SUCCEEDED", 500, startedAt=CREATED + 20 * MINUTE_MS,
+          stoppedAt=CREATED + 90 * MINUTE_MS)
+    assert state.running_s == 70 * 60  # until it stopped, not until it was looked at
+    assert state.checks == 3 and state.done
+
+
 def test_stuck_job_is_terminated_with_a_diagnosis():
-    state = job(waiting_s=1700, poll={"attempt": 9, "elapsed_s": 1700, "wait_s": 300})
-    must_terminate = polling.check_training_job(
-        state, {"status": "RUNNABLE", "jobQueue": "arn:aws:batch:r:1:job-queue/gpu-queue"},
-        PLAN_JOB, LIMITS)
+    state = job()
+    assert not check(state, "RUNNABLE", 29)
+    must_terminate = check(state, "RUNNABLE", 31,
+                           jobQueue="arn:aws:batch:r:1:job-queue/gpu-queue")
     assert must_terminate
     assert state.error == "TrainingJobStuck"
     assert "20 × p3.16xlarge in job queue gpu-queue" in state.cause
     assert "1280 vCPUs" in state.cause
+    assert "waited 31 min in RUNNABLE" in state.cause
     state.terminated = True
-    assert not polling.check_training_job(state, {"status": "FAILED"}, PLAN_JOB, LIMITS)
+    assert not check(state, "FAILED", 32, stoppedAt=CREATED + 32 * MINUTE_MS)
     assert state.error == "TrainingJobStuck" and state.done and not state.started
 
 
 def test_running_past_the_limit_is_terminated():
-    state = job(status="RUNNING", running_s=7100, started=True,
-                poll={"attempt": 30, "elapsed_s": 7400, "wait_s": 300})
-    assert polling.check_training_job(state, {"status": "RUNNING"}, PLAN_JOB, LIMITS)
+    state = job()
+    assert check(state, "RUNNING", 5 + 121, startedAt=CREATED + 5 * MINUTE_MS)
     assert state.error == "TrainingTimedOut"
+    assert "ran 2 h, over timeouts.training_hours = 2" in state.cause
 
 
 def test_failed_job_cause_names_node_exit_code_and_logs():
@@ -81,7 +107,7 @@ def test_failed_job_cause_names_node_exit_code_and_logs():
         "attempts": [{"container": {"exitCode": 3, "logStreamName": "jd/default/x"}}],
     }
     state = job()
-    assert not polling.check_training_job(state, description, PLAN_JOB, LIMITS)
+    assert not polling.check_training_job(state, description, PLAN_JOB, LIMITS, 2)
     assert state.error == "TrainingJobFailed" and state.started and state.done
     assert "main node 0 exited with code 3" in state.cause
     assert "jd/default/x" in state.cause
@@ -90,8 +116,51 @@ def test_failed_job_cause_names_node_exit_code_and_logs():
 def test_succeeded_job_is_done_without_error():
     state = job()
     assert not polling.check_training_job(
-        state, {"status": "SUCCEEDED", "startedAt": 1}, PLAN_JOB, LIMITS)
+        state, {"status": "SUCCEEDED", "startedAt": 1}, PLAN_JOB, LIMITS, 2)
     assert state.as_output()["done"] and state.error is None and state.started
+
+
+@pytest.mark.parametrize(("state", "expected_s"), [
+    # In the queue with the whole runnable limit ahead: the fallback timeout.
+    (job(status="RUNNABLE", waiting_s=0), 900),
+    # The runnable limit comes before the fallback: wake just after it.
+    (job(status="RUNNABLE", waiting_s=1200), 600 + polling.LIMIT_MARGIN_S),
+    # Training far from its limit: the fallback; near it: just after it.
+    (job(status="RUNNING", running_s=600), 900),
+    (job(status="RUNNING", running_s=7000), 200 + polling.LIMIT_MARGIN_S),
+    # Past a limit already (about to be terminated): never shorter than a minute.
+    (job(status="RUNNING", running_s=9000), polling.MIN_WAIT_S),
+    # Terminated: FAILED is reported within minutes.
+    (job(status="RUNNING", terminated=True), polling.AFTER_TERMINATE_WAIT_S),
+])
+def test_the_next_wait_is_the_fallback_or_until_just_past_the_next_limit(state, expected_s):
+    assert polling.next_wait(state, LIMITS, fallback_s=900) == expected_s
+
+
+def test_a_fallback_as_long_as_the_limit_still_wakes_past_the_limit():
+    state = job(status="RUNNABLE", waiting_s=0)
+    wait = polling.next_wait(state, LIMITS, fallback_s=LIMITS["runnable_s"])
+    assert wait == LIMITS["runnable_s"] + polling.LIMIT_MARGIN_S
+    assert check(state, "RUNNABLE", wait / 60)  # the check at the timeout terminates it
+
+
+def test_export_check_is_timed_for_the_predicted_end():
+    # Half the files in 100 s: the other half takes about 100 s more.
+    task = {"TaskId": "t", "Lifecycle": "EXECUTING", "StartTime": 1000.0,
+            "Status": {"TotalCount": 10, "SucceededCount": 5, "LastUpdatedTime": 1100.0}}
+    assert polling.export_remaining_s(task, now_s=1110.0) == pytest.approx(90.0)
+    poll = Poll(attempt=3, elapsed_s=60, wait_s=34)
+    sooner = polling.check_export(task, poll, 3600, now_s=1190.0)
+    assert sooner["poll"]["wait_s"] == 11  # 10 s to the predicted end, plus one
+    past_due = polling.check_export(task, poll, 3600, now_s=1300.0)
+    assert past_due["poll"]["wait_s"] == polling.EXPORT_TAIL_S
+    # Far from the end, or without progress: the backoff step.
+    far = polling.check_export(task | {"Status": {"TotalCount": 10, "SucceededCount": 1,
+                                                  "LastUpdatedTime": 1100.0}},
+                               poll, 3600, now_s=1100.0)
+    assert far["poll"]["wait_s"] == polling.EXPORT_BACKOFF.wait_after(4)
+    pending = polling.check_export({"TaskId": "t", "Lifecycle": "PENDING"}, poll, 3600, 1100.0)
+    assert pending["poll"]["wait_s"] == polling.EXPORT_BACKOFF.wait_after(4)
 
 
 def test_export_outcomes():

@@ -6,8 +6,11 @@ submitted, ignores ``nodeOverrides``, and describes no node or exit details. Her
 SUBMITTED → PENDING → RUNNABLE → STARTING → RUNNING → SUCCEEDED/FAILED on the clock, honours
 the per-run node count and environment, reports ``statusReason``, attempts with exit codes and
 ``nodeProperties``, describes each node as the job ``<jobId>#<index>`` with ``nodeDetails``, and
-``TerminateJob`` ends it FAILED with the given reason. Faults:
-``batch-job-failed`` (main node exits 1 after some training) and ``stuck-runnable``.
+``TerminateJob`` ends it FAILED with the given reason. Every status change is announced on the
+account's default event bus as a "Batch Job State Change" event (detail: the job as DescribeJobs
+shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-job-failed``
+(main node exits 1 after some training), ``stuck-runnable``, and ``lost-events`` (no state-change
+event is ever delivered).
 When a job ends, the emulated container's outputs land on its FSx file system.
 
 moto's EC2 instance catalog (a snapshot of one region's offerings) lacks the p3.2xlarge,
@@ -29,7 +32,8 @@ from moto.batch_simple.models import BatchSimpleBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
-from traingrid_local.emulator import faults, workload
+from traingrid_local.emulator import events, faults, workload
+from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 
 # Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
@@ -59,7 +63,19 @@ class SimulatedJob:
     stopped_at: datetime | None = None
     exit_code: int | None = None
     reason: str | None = None
+    announced: str | None = None  # the last status an event announced
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def changes_at(self) -> list[datetime]:
+        """When the job's status will change, as decided at submission."""
+        moments, elapsed = [self.submitted_at], 0.0
+        for status, seconds in QUEUE_TIMELINE:
+            elapsed += seconds
+            moments.append(self.submitted_at + timedelta(seconds=elapsed))
+            if status == "RUNNABLE" and self.stuck:
+                return moments[:-1]
+        run_for = FAILING_AFTER_SECONDS if self.fails else self.training_seconds
+        return [*moments, self.submitted_at + timedelta(seconds=elapsed + run_for)]
 
     def advance(self, job: Job) -> str:
         with self.lock:
@@ -145,6 +161,32 @@ def _instance_type(overrides: dict[str, Any]) -> str | None:
     return None
 
 
+# --- state-change events ------------------------------------------------------------------
+
+DROPPED_EVENTS = {"count": 0}
+
+
+def announce(job: Job) -> None:
+    """Send the job's state-change event if its status changed since the last one."""
+    simulated: SimulatedJob = job.__dict__["simulated"]
+    status = job.status
+    with simulated.lock:
+        if status == simulated.announced:
+            return
+        simulated.announced = status
+    if faults.CURRENT.on("lost-events"):
+        DROPPED_EVENTS["count"] += 1
+        return
+    backend = job.backend
+    events.emit(backend.account_id, backend.region_name, "aws.batch",
+                "Batch Job State Change", job.describe(), [job.arn])
+
+
+def _announce_changes(job: Job) -> None:
+    for moment in job.__dict__["simulated"].changes_at():
+        ALARMS.at(moment, lambda: announce(job))
+
+
 # --- moto hooks -------------------------------------------------------------------------
 
 _original_submit = BatchResponse.submitjob
@@ -170,7 +212,18 @@ def _submitjob(self: BatchResponse) -> str:
         fails=faults.CURRENT.on("batch-job-failed"),
         training_seconds=TRAINING_SECONDS,
     )
+    _announce_changes(job)
     return result
+
+
+_original_terminate = BatchBackend.terminate_job
+
+
+def _terminate_job(self: BatchBackend, job_id: str, reason: str) -> None:
+    _original_terminate(self, job_id, reason)
+    job = self._jobs.get(job_id)
+    if job is not None and "simulated" in job.__dict__:
+        ALARMS.at(CLOCK.now(), lambda: announce(job))
 
 
 def _status(self: Job) -> str | None:
@@ -255,3 +308,4 @@ def apply() -> None:
     Job.describe = _describe
     JobDefinition.describe = _job_definition_describe
     BatchBackend.describe_jobs = _describe_jobs
+    BatchBackend.terminate_job = _terminate_job

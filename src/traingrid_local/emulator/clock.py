@@ -1,24 +1,34 @@
 """One simulated clock for the whole emulator.
 
-Simulated time runs ``speed`` times faster than real time: Wait states, Retry intervals and
-every service's status progression read it, so a six-hour training run passes in seconds while
-reports still show simulated durations. It stands still while an in-process Lambda handler
-runs (:meth:`SimulatedClock.paused`): a step that takes milliseconds on AWS must not cost
-simulated minutes because this machine imports and runs it at its own pace.
+Simulated time runs ``speed`` times faster than real time: Wait states, Retry intervals, task
+timeouts and every service's status progression read it, so a six-hour training run passes in
+seconds while reports still show simulated durations.
+
+It stands still while any thread holds it (:meth:`SimulatedClock.paused`): an in-process Lambda
+handler, or a state machine evaluating a state. A step that takes milliseconds on AWS must not
+cost simulated minutes because this machine runs it at its own pace, at whatever speed. Threads
+that wait for simulated time (a Wait state, a task timeout, a callback) let go of their hold
+while they wait (:meth:`SimulatedClock.released`), so time moves exactly when every busy thread
+is waiting for it — the way time passes for work that costs nothing on AWS.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+
+# The longest a waiter sleeps before looking again: holds come and go while it waits.
+_LOOK_AGAIN_S = 0.05
 
 
 class SimulatedClock:
     def __init__(self, speed: float = 1.0) -> None:
         self._lock = threading.Lock()
+        self._held = threading.local()
         self.reset(speed)
 
     def reset(self, speed: float) -> None:
@@ -28,16 +38,21 @@ class SimulatedClock:
             self.speed = float(speed)
             self._real0 = time.time()
             self._sim0 = datetime.fromtimestamp(self._real0, UTC)
-            self._pauses: list[tuple[float, float]] = []  # finished (start, end), real time
-            self._paused_total = 0.0
+            # Finished pauses in real time, in order and disjoint, with running totals, so the
+            # simulated time of any past instant is a binary search away.
+            self._starts: list[float] = []
+            self._ends: list[float] = []
+            self._totals: list[float] = []  # paused seconds up to the end of each pause
             self._depth = 0
             self._paused_at = 0.0
 
     def _paused_before(self, real: float) -> float:
-        if real >= time.time():  # the present: every pause so far
-            done = self._paused_total
-        else:
-            done = sum(min(end, real) - start for start, end in self._pauses if start < real)
+        index = bisect.bisect_right(self._starts, real)
+        done = 0.0
+        if index:
+            last = index - 1
+            before = self._totals[last - 1] if last else 0.0
+            done = before + min(self._ends[last], real) - self._starts[last]
         ongoing = max(0.0, real - self._paused_at) if self._depth else 0.0
         return done + ongoing
 
@@ -57,33 +72,93 @@ class SimulatedClock:
     def timestamp(self) -> float:
         return self.now().timestamp()
 
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
+    # --- holding the clock -------------------------------------------------------------
+
+    def _hold(self) -> None:
         with self._lock:
             if self._depth == 0:
                 self._paused_at = time.time()
             self._depth += 1
+        self._held.count = getattr(self._held, "count", 0) + 1
+
+    def _let_go(self) -> None:
+        self._held.count -= 1
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                end = time.time()
+                total = (self._totals[-1] if self._totals else 0.0) + end - self._paused_at
+                self._starts.append(self._paused_at)
+                self._ends.append(end)
+                self._totals.append(total)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the clock: it stands still until every holder has let go."""
+        self._hold()
         try:
             yield
         finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    end = time.time()
-                    self._pauses.append((self._paused_at, end))
-                    self._paused_total += end - self._paused_at
+            self._let_go()
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Let go of this thread's holds while it waits for simulated time."""
+        count = getattr(self._held, "count", 0)
+        for _ in range(count):
+            self._let_go()
+        try:
+            yield
+        finally:
+            for _ in range(count):
+                self._hold()
+
+    def holds(self) -> int:
+        """How many holds this thread has (for tests)."""
+        return getattr(self._held, "count", 0)
+
+    # --- waiting -------------------------------------------------------------------------
 
     def real_seconds(self, simulated_seconds: float) -> float:
         return max(0.0, simulated_seconds) / self.speed
 
+    def wait(self, simulated_seconds: float,
+             woken: Callable[[float], bool] | None = None) -> bool:
+        """Wait ``simulated_seconds`` on this clock, letting go of this thread's holds.
+
+        ``woken(real_timeout)`` blocks up to ``real_timeout`` and returns True to end the wait
+        early (an event that was set); the result says whether that happened.
+        """
+        deadline = self.timestamp() + simulated_seconds
+        nap = woken or time.sleep
+        with self.released():
+            while True:
+                remaining = deadline - self.timestamp()
+                if remaining <= 0:
+                    return False
+                if nap(min(self.real_seconds(remaining), _LOOK_AGAIN_S)) and woken:
+                    return True
+
     def sleep(self, simulated_seconds: float) -> None:
-        time.sleep(self.real_seconds(simulated_seconds))
+        self.wait(simulated_seconds)
 
     def simulated_seconds(self, real_start: datetime, real_end: datetime) -> float:
         """Simulated length of a real interval (Step Functions stamps executions in real time)."""
         with self._lock:
             start, end = self._at(real_start.timestamp()), self._at(real_end.timestamp())
         return (end - start).total_seconds()
+
+
+class SimulatedEvent(threading.Event):
+    """A ``threading.Event`` whose ``wait(timeout)`` counts simulated seconds on the clock."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            with CLOCK.released():
+                return super().wait()
+        if super().wait(0):
+            return True
+        return CLOCK.wait(timeout, woken=super().wait) or self.is_set()
 
 
 CLOCK = SimulatedClock()

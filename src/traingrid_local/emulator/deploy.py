@@ -69,6 +69,30 @@ def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     return yaml_parse(path.read_text())
 
 
+def stand_in_environment(template: dict[str, Any] | None = None) -> dict[str, str]:
+    """Every environment variable the template gives any function, with a stand-in value: a
+    parameter's default, a literal as written, ``x`` for what only a deployment knows. Enough
+    for a handler's settings to validate when it is imported outside a stack."""
+    template = template or load_template()
+    parameters = template.get("Parameters", {})
+
+    def value(declared: Any) -> str:
+        if isinstance(declared, str | int | float | bool):
+            return str(declared).lower() if isinstance(declared, bool) else str(declared)
+        if isinstance(declared, dict) and "Ref" in declared:
+            return str(parameters.get(declared["Ref"], {}).get("Default", "x"))
+        return "x"
+
+    found: dict[str, str] = {}
+    functions = [template.get("Globals", {}).get("Function", {})] + [
+        r["Properties"] for r in template["Resources"].values()
+        if r["Type"] == "AWS::Serverless::Function"]
+    for properties in functions:
+        for name, declared in properties.get("Environment", {}).get("Variables", {}).items():
+            found[name] = value(declared) or "x"
+    return found
+
+
 def _zip_folder(folder: Path) -> bytes:
     """Zip a code folder as `sam build` does: symbolic links are followed."""
     buffer = io.BytesIO()

@@ -8,7 +8,8 @@ cannot hide another, with ``Input``/``InputPath`` honoured. An event forwarded t
 in another region keeps its envelope (``region``, ``id``, ``time``), as AWS keeps it; moto
 re-creates it in the target region. S3 events are also given the shape AWS sends: one ``id``,
 an ISO ``time`` (on the simulated clock, like every other time in the emulator) and
-``detail.object.etag``.
+``detail.object.etag``. :func:`emit` publishes the events AWS services send on their own
+(Batch job state changes).
 """
 
 from __future__ import annotations
@@ -97,6 +98,25 @@ def _send_to_targets(self: Rule, original_event: dict[str, Any],
         rest = copy.copy(self)
         rest.targets = others
         _original_send(rest, original_event, transform_input)
+
+
+def emit(account: str, region: str, source: str, detail_type: str, detail: dict[str, Any],
+         resources: list[str]) -> int:
+    """Publish a service's own event (e.g. ``aws.batch``) on the account's default bus, the way
+    AWS services do (PutEvents refuses ``aws.*`` sources); returns how many rules matched."""
+    event = {
+        "version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type,
+        "source": source, "account": account,
+        "time": CLOCK.now().strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+        "resources": resources, "detail": detail,
+    }
+    bus = events_backends[account][region].event_buses.get("default")
+    matched = 0
+    for rule in list(bus.rules.values()) if bus else []:
+        if rule.state == "ENABLED" and rule.event_pattern.matches_event(event):
+            matched += 1
+            rule.send_to_targets(event)
+    return matched
 
 
 def apply() -> None:

@@ -16,6 +16,7 @@ FAULTS: dict[str, str] = {
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
     "export-failed": "the archive export task FAILS",
     "throttling": "the first calls of every FSx and Batch operation are throttled",
+    "lost-events": "Batch job state-change events are never delivered",
     "sagemaker-capacity": "SageMaker jobs in the fault region fail Starting: no ML capacity",
     "sagemaker-job-failed": "SageMaker jobs in the fault region fail Training: mpirun exits 1",
     "sagemaker-quota": "CreateTrainingJob in the fault region hits ResourceLimitExceeded",

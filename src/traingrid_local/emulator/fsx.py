@@ -9,8 +9,10 @@ moto's FSx never leaves a create call's state (no ``Lifecycle``), drops ``Import
 - a repeated ``ClientRequestToken`` returns the file system it created, as FSx does;
 - each file system holds files (``files``: path → bytes) that the emulated training job writes;
 - ``CreateDataRepositoryTask``/``DescribeDataRepositoryTasks`` run EXPORT_TO_REPOSITORY tasks,
-  PENDING → EXECUTING → SUCCEEDED (or FAILED under ``export-failed``), and on success the
-  exported files really appear in S3 under the export path.
+  PENDING → EXECUTING → SUCCEEDED (or FAILED under ``export-failed``), reporting progress while
+  they execute (``StartTime``, ``Status`` counts and ``LastUpdatedTime``: each file is done when
+  the bytes before it have been copied at a steady rate), and on success the exported files
+  really appear in S3 under the export path.
 """
 
 from __future__ import annotations
@@ -119,6 +121,28 @@ class ExportTask:
         self.failure: str | None = None
         self.backend = backend
 
+    def _selected(self) -> dict[str, bytes]:
+        fs = self.backend.file_systems.get(self.fs_id)
+        files = fs.files if fs is not None else {}
+        return {
+            path: data for path, data in sorted(files.items())
+            if any(p == "" or path == p or path.startswith(p + "/") for p in self.paths)
+        }
+
+    def progress(self) -> tuple[int, int, float]:
+        """(files done, files in all, when the count last changed) of an executing export."""
+        start = self.created_at.timestamp() + EXPORT_PENDING_SECONDS
+        sizes = [max(1, len(data)) for data in self._selected().values()]
+        total_bytes, copied, done, updated = sum(sizes), 0, 0, start
+        now = CLOCK.timestamp()
+        for size in sizes:
+            copied += size
+            finished = start + EXPORT_SECONDS * copied / total_bytes
+            if finished > now:
+                break
+            done, updated = done + 1, finished
+        return done, len(sizes), updated
+
     def lifecycle(self) -> str:
         age = _age(self.created_at)
         if age < EXPORT_PENDING_SECONDS:
@@ -142,11 +166,8 @@ class ExportTask:
             return 0
         bucket, _, root = (export_path(fs) or "").removeprefix("s3://").partition("/")
         s3 = s3_backends[self.backend.account_id]["aws"]
-        selected = {
-            path: data for path, data in fs.files.items()
-            if any(p == "" or path == p or path.startswith(p + "/") for p in self.paths)
-        }
-        for path, data in sorted(selected.items()):
+        selected = self._selected()
+        for path, data in selected.items():
             key = f"{root.strip('/')}/{path}".lstrip("/")
             s3.put_object(bucket, key, data)
         return len(selected)
@@ -162,9 +183,18 @@ class ExportTask:
             out["FailureDetails"] = {"Message": self.failure or (
                 "Export to the data repository failed: S3 returned AccessDenied "
                 "(simulated fault export-failed)")}
+        start = self.created_at.timestamp() + EXPORT_PENDING_SECONDS
+        if state != "PENDING":
+            out["StartTime"] = start
+        if state == "EXECUTING":
+            done, total, updated = self.progress()
+            out["Status"] = {"TotalCount": total, "SucceededCount": done, "FailedCount": 0,
+                             "LastUpdatedTime": updated}
+        if state in ("SUCCEEDED", "FAILED"):
+            out["EndTime"] = start + EXPORT_SECONDS
         if state == "SUCCEEDED":
             out["Status"] = {"TotalCount": self.exported, "SucceededCount": self.exported,
-                             "FailedCount": 0}
+                             "FailedCount": 0, "LastUpdatedTime": start + EXPORT_SECONDS}
         return out
 
 

@@ -28,6 +28,7 @@ from traingrid_local.emulator import (
     sfn_stack,
     throttling,
 )
+from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 
 ACCOUNT_ID = "123456789012"
@@ -81,6 +82,7 @@ class Emulator:
         self._mock.start()
         apply_adaptations()
         CLOCK.reset(self.speed)
+        ALARMS.clear()
         faults.set_plan(self.fault_plan)
         traingrid.clock.now = CLOCK.now
         # Functions' clients come from the default session: record what each one calls. The
@@ -96,6 +98,7 @@ class Emulator:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop_running_executions()
+        ALARMS.clear()
         self._mock.stop()
         clients.reset()
         traingrid.clock.now = self._saved_now

@@ -1,33 +1,90 @@
-"""Adaptation (moto 5.2.5): Step Functions Wait states and Retry intervals run on the simulated
-clock.
+"""Adaptation (moto 5.2.5): Step Functions runs on the simulated clock.
 
-moto's ASL interpreter waits in real seconds (``WaitFunction._wait_interval`` and a
-``time.sleep`` in ``RetrierDecl._eval_body``); a six-hour training loop would take six hours.
-Here both divide by the clock's speed, and a Wait still ends at once when the execution stops.
+moto's ASL interpreter waits in real seconds: ``WaitFunction._wait_interval``, a ``time.sleep``
+in ``RetrierDecl._eval_body``, and ``threading.Event.wait`` for task timeouts
+(``ExecutionState._evaluate_with_timeout``) and ``.waitForTaskToken`` callbacks; a six-hour
+training loop would take six hours. Here every one of those waits counts simulated seconds,
+and a Wait still ends at once when the execution stops.
+
+The interpreter also holds the clock while it evaluates states (``Program._eval_body`` and the
+work of each Task), letting go only while it waits: for a Wait, a Retry interval, a timeout, a
+callback, or a Map's or Parallel's branches. So the milliseconds this machine spends between
+states never turn into simulated minutes, however fast the clock runs.
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
+from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.program.program import Program
+from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.job import JobPool
+from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branches_decl import (
+    BranchWorkerPool,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (  # noqa: E501
+    StateTaskService,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import (
+    StateTaskLambda,
+)
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import (
     WaitFunction,
 )
+from moto.stepfunctions.parser.asl.eval.callback import callback
 
-from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.clock import CLOCK, SimulatedEvent
+
+_originals: dict[str, Callable[..., Any]] = {}
 
 
 def _wait_interval(self: WaitFunction, env, wait_seconds: int) -> None:  # noqa: ANN001
-    deadline = CLOCK.timestamp() + wait_seconds
-    while env.is_running():
-        remaining = deadline - CLOCK.timestamp()
-        if remaining <= 0:
-            return
+    def stopped(real_timeout: float) -> bool:
         # Interruptible: StopExecution sets this event.
-        env.program_state_event.wait(CLOCK.real_seconds(remaining))
+        return env.program_state_event.wait(real_timeout) or not env.is_running()
+
+    if env.is_running():
+        CLOCK.wait(wait_seconds, woken=stopped)
+
+
+def _holding(name: str) -> Callable[..., Any]:
+    original = _originals[name]
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with CLOCK.paused():
+            return original(*args, **kwargs)
+
+    return run
+
+
+def _releasing(name: str) -> Callable[..., Any]:
+    original = _originals[name]
+
+    def wait(*args: Any, **kwargs: Any) -> Any:
+        with CLOCK.released():
+            return original(*args, **kwargs)
+
+    return wait
 
 
 def apply() -> None:
+    if not _originals:
+        _originals.update(
+            program=Program._eval_body,
+            service=StateTaskService._eval_execution,
+            lambda_=StateTaskLambda._eval_execution,
+            map_jobs=JobPool.await_jobs,
+            branches=BranchWorkerPool.wait,
+        )
     WaitFunction._wait_interval = _wait_interval
     retrier_decl.time = types.SimpleNamespace(sleep=CLOCK.sleep)
+    execute_state.threading = types.SimpleNamespace(Event=SimulatedEvent)
+    callback.Event = SimulatedEvent
+    Program._eval_body = _holding("program")
+    StateTaskService._eval_execution = _holding("service")
+    StateTaskLambda._eval_execution = _holding("lambda_")
+    JobPool.await_jobs = _releasing("map_jobs")
+    BranchWorkerPool.wait = _releasing("branches")

@@ -54,3 +54,22 @@ class LaunchSettings(BaseModel):
     @classmethod
     def from_env(cls) -> Self:
         return cls.model_validate(dict(os.environ))
+
+
+class CompletionSettings(BaseModel):
+    """Where waits for training jobs park their task tokens, and how long a wait may last
+    without an event before the job is checked anyway."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    job_tokens_table: str = Field(alias="JOB_TOKENS_TABLE")
+    fallback_minutes: int = Field(default=30, ge=1, le=24 * 60,
+                                  alias="JOB_EVENT_FALLBACK_MINUTES")
+
+    @property
+    def fallback_s(self) -> int:
+        return self.fallback_minutes * 60
+
+    @classmethod
+    def from_env(cls) -> Self:
+        return cls.model_validate(dict(os.environ))

@@ -1,13 +1,14 @@
-"""Decisions of the TrainingRun poll loops, from the services' own descriptions.
+"""Decisions of the TrainingRun's waits, from the services' own descriptions.
 
-Pure functions: each takes what a Describe call returned plus the loop's state and returns the
-loop's next state. Elapsed time is the sum of the waits the state machine made, so the loops are
-bounded without trusting any clock.
+Pure functions: each takes what a Describe call returned plus the wait's state and returns the
+next state. The hydrate and export loops poll with backoff (FSx publishes no lifecycle events)
+and count elapsed time as the sum of the waits the state machine made; the training wait is
+woken by Batch events and measures time with Batch's own timestamps.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from traingrid.errors import (
@@ -29,8 +30,9 @@ class Backoff:
 
 
 HYDRATE_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
-TRAINING_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
 EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
+# Once an export's predicted end has passed, it is checked this often.
+EXPORT_TAIL_S = 5
 
 
 @dataclass
@@ -91,20 +93,31 @@ def check_file_system(
 
 
 # --- Train -------------------------------------------------------------------------------
+#
+# The job is not polled on a schedule: the state machine waits on a task token that a Batch
+# "Job State Change" event completes (training/completion.py). Each wait has a timeout, after
+# which the job is checked once and the wait starts again, so a lost event costs at most one
+# timeout. The decisions below run on every check, whatever woke it.
 
 WAITING_FOR_CAPACITY = ("SUBMITTED", "PENDING", "RUNNABLE")
 ON_NODES = ("STARTING", "RUNNING")
 TERMINAL = ("SUCCEEDED", "FAILED")
+# A wait that ends at a limit ends this much after it, so the check that follows sees it passed.
+LIMIT_MARGIN_S = 30
+# The shortest wait, and the wait for a job told to terminate to report FAILED.
+MIN_WAIT_S = 60
+AFTER_TERMINATE_WAIT_S = 300
 
 
 @dataclass
 class JobState:
-    """The training loop's memory between checks (kept in the execution's state)."""
+    """The training wait's memory between checks (kept in the execution's state, small)."""
 
     id: str
     name: str
     status: str = "SUBMITTED"
-    poll: Poll = field(default_factory=Poll)
+    checks: int = 0
+    wait_s: int = 0  # the timeout of the wait the execution is in (TimeoutSecondsPath)
     waiting_s: int = 0
     running_s: int = 0
     started: bool = False
@@ -114,15 +127,14 @@ class JobState:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> JobState:
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "poll"}
-        return cls(**fields, poll=Poll.of(data.get("poll")))
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     @property
     def done(self) -> bool:
         return self.status in TERMINAL
 
     def as_output(self) -> dict[str, Any]:
-        """The loop's state as the execution carries it (small)."""
+        """The wait's state as the execution carries it."""
         return asdict(self) | {"done": self.done}
 
 
@@ -157,21 +169,35 @@ def failure_cause(description: dict[str, Any]) -> str:
     return "; ".join(parts) + ". Check the training logs, fix the cause and submit the run again."
 
 
+def _seconds_between(start_ms: Any, end_ms: Any) -> int:
+    return max(0, round((end_ms - start_ms) / 1000))
+
+
+def measure_job(state: JobState, description: dict[str, Any], now_ms: int) -> None:
+    """Time in the queue and on the nodes, from Batch's own timestamps (not from how often the
+    job was looked at)."""
+    created, started = description.get("createdAt"), description.get("startedAt")
+    end = description.get("stoppedAt") or now_ms
+    if started:
+        state.started = True
+        state.running_s = _seconds_between(started, end)
+        if created:
+            state.waiting_s = _seconds_between(created, started)
+    elif created:
+        state.waiting_s = _seconds_between(created, end)
+
+
 def check_training_job(
     state: JobState, description: dict[str, Any], plan_job: dict[str, Any],
-    limits: dict[str, int],
+    limits: dict[str, int], now_ms: int,
 ) -> bool:
-    """Advance the training loop's state in place; True when the job must be terminated."""
-    waited = state.poll.wait_s
+    """Update the wait's state in place from a DescribeJobs entry; True when the job must be
+    terminated (stuck in the queue or over its training limit)."""
     state.status = description["status"]
-    state.poll = state.poll.advance(TRAINING_BACKOFF)
-    if state.status in WAITING_FOR_CAPACITY:
-        state.waiting_s += waited
-    elif state.status in ON_NODES:
-        state.running_s += waited
+    state.checks += 1
+    measure_job(state, description, now_ms)
+    if state.status in ON_NODES:
         state.started = True
-    else:
-        state.started = state.started or "startedAt" in description
     if state.error is None:
         if state.status in WAITING_FOR_CAPACITY and state.waiting_s > limits["runnable_s"]:
             state.error = "TrainingJobStuck"
@@ -190,11 +216,48 @@ def check_training_job(
     return state.error is not None and not state.terminated and not state.done
 
 
+def next_wait(state: JobState, limits: dict[str, int], fallback_s: int) -> int:
+    """How long the next wait for the job may last before it is checked without an event: the
+    fallback timeout, or until just past the limit that applies now, if that comes first."""
+    if state.terminated:
+        return max(MIN_WAIT_S, min(fallback_s, AFTER_TERMINATE_WAIT_S))
+    if state.status in WAITING_FOR_CAPACITY:
+        budget = limits["runnable_s"] - state.waiting_s
+    else:
+        budget = limits["training_s"] - state.running_s
+    wait = budget + LIMIT_MARGIN_S if budget <= fallback_s else fallback_s
+    return max(MIN_WAIT_S, wait)
+
+
 # --- Archive -----------------------------------------------------------------------------
 
 
-def check_export(task: dict[str, Any], poll: Poll, limit_s: int) -> dict[str, Any]:
-    """Next state of the export loop from a DescribeDataRepositoryTasks entry."""
+def _epoch(value: Any) -> float | None:
+    """An FSx timestamp as epoch seconds (boto3 parses them to datetimes)."""
+    if value is None:
+        return None
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)
+
+
+def export_remaining_s(task: dict[str, Any], now_s: float) -> float | None:
+    """Seconds until an executing export ends, extrapolated from its progress so far; None
+    when it has reported none."""
+    status = task.get("Status") or {}
+    total = status.get("TotalCount") or 0
+    done = (status.get("SucceededCount") or 0) + (status.get("FailedCount") or 0)
+    start, updated = _epoch(task.get("StartTime")), _epoch(status.get("LastUpdatedTime"))
+    if not (total and done and start is not None and updated is not None) or updated <= start:
+        return None
+    return (updated - start) * (total - done) / done - (now_s - updated)
+
+
+def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
+                 now_s: float | None = None) -> dict[str, Any]:
+    """Next state of the export loop from a DescribeDataRepositoryTasks entry.
+
+    The file system waits, idle, until this loop sees the export end, so once the export
+    reports progress the next check is timed for its predicted end (then every
+    ``EXPORT_TAIL_S``) instead of the next backoff step."""
     task_id, lifecycle = task["TaskId"], task["Lifecycle"]
     poll = poll.advance(EXPORT_BACKOFF)
     if lifecycle == "SUCCEEDED":
@@ -215,4 +278,7 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int) -> dict[str, An
             f"Archive export {task_id} still {lifecycle} after {poll.elapsed_s // 60} min "
             f"(limit timeouts.archive_minutes = {limit_s // 60}). Nothing was deleted"
         )
+    remaining = export_remaining_s(task, now_s) if now_s is not None else None
+    if remaining is not None:
+        poll.wait_s = int(max(EXPORT_TAIL_S, min(poll.wait_s, remaining + 1)))
     return {"id": task_id, "lifecycle": lifecycle, "poll": asdict(poll)}

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from traingrid import clock
-from traingrid.aws import batch, fsx, s3
+from traingrid.aws import fsx, s3
 from traingrid.errors import ArchiveIncomplete, DatasetNotFound, RequestInvalid
 from traingrid.settings import Settings
 from traingrid.training import polling
@@ -55,15 +55,6 @@ def check_file_system(event: dict[str, Any]) -> dict[str, Any]:
     return {"arn": state.get("arn", "")} | result
 
 
-def check_training_job(event: dict[str, Any]) -> dict[str, Any]:
-    state = polling.JobState.of(event["job"])
-    description = batch.describe_job(state.id)
-    if polling.check_training_job(state, description, event["plan_job"], event["limits"]):
-        batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
-        state.terminated = True
-    return state.as_output()
-
-
 def artifacts_location(plan: dict[str, Any], file_system: dict[str, Any]) -> str:
     archive = plan["archive"]
     return (
@@ -78,7 +69,7 @@ def check_export(event: dict[str, Any]) -> dict[str, Any]:
     state, plan = event["export"], event["plan"]
     return polling.check_export(
         fsx.describe_export_task(state["id"]), polling.Poll.of(state.get("poll")),
-        int(plan["limits"]["archive_s"]),
+        int(plan["limits"]["archive_s"]), clock.now().timestamp(),
     )
 
 

@@ -1,0 +1,66 @@
+"""The wait for the training job: completed by an event, checked on every wake-up.
+
+After submitting the job the state machine waits on a task token (``AwaitTrainingJob``, a
+``lambda:invoke.waitForTaskToken`` task). The token is parked under the job's id. A Batch
+"Job State Change" event wakes the wait (:func:`job_changed`); so does the wait's own timeout,
+after which the state machine enters ``AwaitTrainingJob`` again (:func:`await_job`), so a lost
+event costs at most one timeout. Either way the job is described — events are hints,
+DescribeJobs is the truth — and the wait is completed only when the job is done, was just
+terminated, or the wait's timeout must change (a limit is near). Otherwise it stays parked and
+costs no state transition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import batch, stepfunctions, task_tokens
+from traingrid.aws.task_tokens import ParkedWait
+from traingrid.observability import logger, metrics
+from traingrid.settings import CompletionSettings
+from traingrid.training import polling
+
+
+def await_job(event: dict[str, Any], settings: CompletionSettings) -> dict[str, Any]:
+    """Park the execution's token for the job, then check the job once."""
+    job = event["job"]
+    wait = ParkedWait(job["id"], event["token"], {
+        "job": job, "plan_job": event["plan_job"], "limits": event["limits"],
+    })
+    # Park before checking: an event that lands during the check then finds the token.
+    task_tokens.park(settings.job_tokens_table, wait.job_id, wait.token, wait.context,
+                     clock.now().timestamp(), max(int(job.get("wait_s", 0)),
+                                                  settings.fallback_s))
+    return check_and_wake(wait, settings)
+
+
+def job_changed(job_id: str, status: str, settings: CompletionSettings) -> dict[str, Any]:
+    """A Batch event about ``job_id``: wake the wait parked for it, if any."""
+    wait = task_tokens.parked(settings.job_tokens_table, job_id)
+    if wait is None:
+        # Not a TrainGrid wait (a node of the job, or the wait was already completed).
+        return {"outcome": "no-wait", "job_id": job_id, "status": status}
+    metrics.add_metric(name="JobEventReceived", unit="Count", value=1)
+    return check_and_wake(wait, settings)
+
+
+def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, Any]:
+    state = polling.JobState.of(wait.context["job"])
+    plan_job, limits = wait.context["plan_job"], wait.context["limits"]
+    current_wait_s = state.wait_s
+    description = batch.describe_job(state.id)
+    now_ms = int(clock.now().timestamp() * 1000)
+    terminate = polling.check_training_job(state, description, plan_job, limits, now_ms)
+    if terminate:
+        batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
+        state.terminated = True
+    state.wait_s = polling.next_wait(state, limits, settings.fallback_s)
+    if not (state.done or terminate or state.wait_s != current_wait_s):
+        return {"outcome": "waiting", "job": state.as_output()}
+    completed = stepfunctions.complete_task(wait.token, state.as_output())
+    task_tokens.forget(settings.job_tokens_table, state.id, wait.token)
+    outcome = "completed" if completed else "stale-token"
+    logger.info(f"training wait {outcome}: job {state.id} is {state.status}",
+                extra={"job": state.as_output()})
+    return {"outcome": outcome, "job": state.as_output()}

@@ -1,0 +1,71 @@
+"""Things that happen at a simulated time, on their own: a service's state changes that AWS
+announces with an event whether or not anyone is looking.
+
+One daemon thread runs every due alarm in time order. It never holds the clock, so an alarm is
+due only when simulated time has really reached it; the emulator session clears the alarms when
+it starts and ends, so none outlives the account it belongs to.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from traingrid_local.emulator.clock import CLOCK
+
+log = logging.getLogger(__name__)
+# How long the thread naps with nothing due (it is woken when an alarm is set).
+_IDLE_S = 0.5
+_LOOK_AGAIN_S = 0.05
+
+
+class Alarms:
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def at(self, when: datetime, action: Callable[[], None]) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (when.timestamp(), next(self._order), action))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="emulator-alarms",
+                                                daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def clear(self) -> None:
+        with self._changed:
+            self._due.clear()
+            self._changed.notify()
+
+    def pending(self) -> int:
+        with self._changed:
+            return len(self._due)
+
+    def _next_due(self) -> Callable[[], None]:
+        with self._changed:
+            while True:
+                if not self._due:
+                    self._changed.wait(_IDLE_S)
+                    continue
+                remaining = self._due[0][0] - CLOCK.timestamp()
+                if remaining <= 0:
+                    return heapq.heappop(self._due)[2]
+                self._changed.wait(min(CLOCK.real_seconds(remaining), _LOOK_AGAIN_S))
+
+    def _run(self) -> None:
+        while True:
+            action = self._next_due()
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - one failing alarm must not stop the others
+                log.exception("emulator alarm failed")
+
+
+ALARMS = Alarms()

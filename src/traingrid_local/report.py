@@ -33,6 +33,55 @@ def current_state(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _entered(emulator: Emulator, events: list[dict[str, Any]], state: str) -> float | None:
+    """Simulated epoch seconds when the execution first entered ``state``."""
+    for event in events:
+        details = event.get("stateEnteredEventDetails")
+        if details and details["name"] == state:
+            return emulator.simulated_seconds_at(event["timestamp"])
+    return None
+
+
+def _task_output(events: list[dict[str, Any]], state: str) -> dict[str, Any] | None:
+    """The output of the first successful task of ``state``."""
+    scheduled = {e["id"] for e in events if e["type"] == "TaskStateEntered"
+                 and e["stateEnteredEventDetails"]["name"] == state}
+    inside = False
+    for event in events:
+        if event["id"] in scheduled:
+            inside = True
+        elif inside and event["type"] == "TaskSucceeded":
+            return json.loads(event["taskSucceededEventDetails"]["output"])
+    return None
+
+
+def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How long a TrainingRun's file system sat idle after its training job ended: until the
+    archive started, plus from the archive's end until the file system's deletion (the export
+    itself is work, not idleness). None if the job never ran to an end."""
+    submitted = _task_output(events, "SubmitTrainingJob")
+    deleted_at = _entered(emulator, events, "DeleteFileSystem")
+    if submitted is None or deleted_at is None:
+        return None
+    job = emulator.client("batch").describe_jobs(jobs=[submitted["JobId"]])["jobs"][0]
+    if "stoppedAt" not in job:
+        return None
+    ended_at = job["stoppedAt"] / 1000
+    export = _task_output(events, "StartExport")
+    if export is None:
+        idle = round(deleted_at - ended_at, 1)
+        return {"idle_s": idle, "noticed_s": idle, "export_s": 0.0}
+    task = emulator.client("fsx").describe_data_repository_tasks(
+        TaskIds=[export["DataRepositoryTask"]["TaskId"]])["DataRepositoryTasks"][0]
+    export_started = _entered(emulator, events, "StartExport") or ended_at
+    export_ended = task["EndTime"].timestamp() if "EndTime" in task else deleted_at
+    return {
+        "idle_s": round(export_started - ended_at + max(0.0, deleted_at - export_ended), 1),
+        "noticed_s": round(export_started - ended_at, 1),  # the job's end, until acted on
+        "export_s": round(export_ended - export_started, 1),
+    }
+
+
 def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str) -> dict[str, Any]:
     sfn = emulator.client("stepfunctions")
     described = sfn.describe_execution(executionArn=execution_arn)
@@ -48,6 +97,7 @@ def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str) -> dic
         "cause": described.get("cause"),
         "simulated_seconds": round(emulator.simulated_seconds(described["startDate"], end)),
         "state_transitions": sum(1 for e in events if e["type"].endswith("StateEntered")),
+        "timeouts": sum(1 for e in events if e["type"] == "TaskTimedOut"),
         "history_events": len(events),
         "current_state": current_state(events),
         "execution_arn": execution_arn,
@@ -136,6 +186,8 @@ def build(emulator: Emulator, deployment: Deployment,
     executions = [execution_entry(emulator, stack, arn) for arn in execution_arns]
     found = artifacts(emulator, stack.outputs["DataBucketName"])
     for entry in executions:
+        if entry["state_machine"] == "TrainingRun":
+            entry["cleanup"] = cleanup(emulator, history(emulator, entry["execution_arn"]))
         if entry["state_machine"] == "CampaignFanout":
             entry["jobs"] = campaign_demo.region_jobs(deployment.database_url,
                                                        entry["execution_arn"])

@@ -152,8 +152,11 @@ def test_export_check_is_timed_for_the_predicted_end():
     poll = Poll(attempt=3, elapsed_s=60, wait_s=34)
     sooner = polling.check_export(task, poll, 3600, now_s=1190.0)
     assert sooner["poll"]["wait_s"] == 11  # 10 s to the predicted end, plus one
-    past_due = polling.check_export(task, poll, 3600, now_s=1300.0)
-    assert past_due["poll"]["wait_s"] == polling.EXPORT_TAIL_S
+    just_due = polling.check_export(task, poll, 3600, now_s=1202.0)
+    assert just_due["poll"]["wait_s"] == polling.EXPORT_TAIL_S
+    # Long past the prediction: wait half as long again as it is overdue.
+    overdue = polling.check_export(task, poll, 3600, now_s=1240.0)
+    assert overdue["poll"]["wait_s"] == 20
     # Far from the end, or without progress: the backoff step.
     far = polling.check_export(task | {"Status": {"TotalCount": 10, "SucceededCount": 1,
                                                   "LastUpdatedTime": 1100.0}},

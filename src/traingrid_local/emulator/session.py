@@ -23,6 +23,7 @@ from traingrid_local.emulator import (
     fsx,
     lambda_inprocess,
     sagemaker,
+    sfn_catch,
     sfn_clock,
     sfn_integrations,
     sfn_stack,
@@ -47,7 +48,7 @@ MOTO_CONFIG = {
     "lambda": {"use_docker": False},
     "batch": {"use_docker": False},
 }
-ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
+ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
                events, fsx, batch, sagemaker, throttling)
 DEFAULT_SPEED = 2000.0
 
@@ -137,6 +138,11 @@ class Emulator:
 
     def simulated_seconds(self, start: Any, end: Any) -> float:
         return CLOCK.simulated_seconds(start, end)
+
+    def simulated_seconds_at(self, real: datetime) -> float:
+        """Simulated epoch seconds of a real instant (Step Functions stamps history in real
+        time)."""
+        return CLOCK.simulated_at(real.timestamp()).timestamp()
 
     @staticmethod
     def real_now() -> Any:

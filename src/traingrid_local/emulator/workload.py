@@ -15,6 +15,7 @@ from moto.fsx.models import fsx_backends
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
+CHECKPOINT_SHARDS = 8
 
 
 def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
@@ -38,9 +39,13 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     seed = env.get("TRAINGRID_RUN", "run").encode()
     if ran_seconds > 0:
-        files["checkpoints/latest.ckpt"] = hashlib.sha256(seed).digest() * 512
+        # A sharded checkpoint, as TensorFlow writes it: equal data shards and an index.
+        for shard in range(CHECKPOINT_SHARDS):
+            name = f"checkpoints/latest.data-{shard:05d}-of-{CHECKPOINT_SHARDS:05d}"
+            files[name] = hashlib.sha256(seed + bytes([shard])).digest() * 512
+        files["checkpoints/latest.index"] = hashlib.sha256(seed + b"index").digest() * 8
     if succeeded:
-        files["model/final.ckpt"] = hashlib.sha256(seed + b"final").digest() * 2048
+        files["model/final.ckpt"] = hashlib.sha256(seed + b"final").digest() * 512
         files["metrics.json"] = json.dumps({
             "epochs": int(env.get("EPOCHS", "0") or 0),
             "gpus": gpus,

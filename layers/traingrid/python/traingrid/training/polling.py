@@ -31,7 +31,7 @@ class Backoff:
 
 HYDRATE_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
 EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
-# Once an export's predicted end has passed, it is checked this often.
+# The shortest wait between two checks of an export.
 EXPORT_TAIL_S = 5
 
 
@@ -240,8 +240,8 @@ def _epoch(value: Any) -> float | None:
 
 
 def export_remaining_s(task: dict[str, Any], now_s: float) -> float | None:
-    """Seconds until an executing export ends, extrapolated from its progress so far; None
-    when it has reported none."""
+    """Seconds until an executing export should end, extrapolated from its progress so far
+    (negative once that moment has passed); None when it has reported no progress."""
     status = task.get("Status") or {}
     total = status.get("TotalCount") or 0
     done = (status.get("SucceededCount") or 0) + (status.get("FailedCount") or 0)
@@ -251,13 +251,21 @@ def export_remaining_s(task: dict[str, Any], now_s: float) -> float | None:
     return (updated - start) * (total - done) / done - (now_s - updated)
 
 
+def export_wait(remaining: float, backoff_wait: int) -> int:
+    """The next export check: at its predicted end; past it, after half as long again as it
+    is overdue (so a poor prediction costs a few checks, not one every few seconds)."""
+    if remaining < 0:
+        return int(max(EXPORT_TAIL_S, min(backoff_wait, -remaining / 2)))
+    return int(max(EXPORT_TAIL_S, min(backoff_wait, remaining + 1)))
+
+
 def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
                  now_s: float | None = None) -> dict[str, Any]:
     """Next state of the export loop from a DescribeDataRepositoryTasks entry.
 
     The file system waits, idle, until this loop sees the export end, so once the export
-    reports progress the next check is timed for its predicted end (then every
-    ``EXPORT_TAIL_S``) instead of the next backoff step."""
+    reports progress the next check is timed for its predicted end instead of the next backoff
+    step."""
     task_id, lifecycle = task["TaskId"], task["Lifecycle"]
     poll = poll.advance(EXPORT_BACKOFF)
     if lifecycle == "SUCCEEDED":
@@ -280,5 +288,5 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
         )
     remaining = export_remaining_s(task, now_s) if now_s is not None else None
     if remaining is not None:
-        poll.wait_s = int(max(EXPORT_TAIL_S, min(poll.wait_s, remaining + 1)))
+        poll.wait_s = export_wait(remaining, poll.wait_s)
     return {"id": task_id, "lifecycle": lifecycle, "poll": asdict(poll)}

@@ -4,6 +4,7 @@ training container's outputs written to the run's FSx file system."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from .helpers import (
     BatchSetup,
     create_batch,
     create_lustre,
+    create_role,
+    create_state_machine,
     describe_job,
     environment_override,
     wait_for_job,
@@ -175,7 +178,8 @@ def test_a_finished_job_writes_its_outputs_to_its_file_system(
 
     assert job["status"] == "SUCCEEDED"
     assert sorted(files) == [
-        "runs/r7/checkpoints/latest.ckpt",
+        *[f"runs/r7/checkpoints/latest.data-{i:05d}-of-00008" for i in range(8)],
+        "runs/r7/checkpoints/latest.index",
         "runs/r7/logs/main-node.log",
         "runs/r7/metrics.json",
         "runs/r7/model/final.ckpt",
@@ -193,7 +197,9 @@ def test_a_failed_job_leaves_its_log_and_checkpoint_but_no_model(
     job, files = _run_outputs(emulator, "r8")
 
     assert job["status"] == "FAILED"
-    assert sorted(files) == ["runs/r8/checkpoints/latest.ckpt", "runs/r8/logs/main-node.log"]
+    assert "runs/r8/checkpoints/latest.index" in files
+    assert "runs/r8/logs/main-node.log" in files
+    assert not any(name.startswith("runs/r8/model/") for name in files)
     assert "exit code 1" in files["runs/r8/logs/main-node.log"].decode()
 
 
@@ -230,3 +236,80 @@ def test_p3_instances_can_be_launched_by_a_compute_environment(emulator: Emulato
     assert instances == ["p3.16xlarge", "p3.16xlarge"]
     environments = client.describe_compute_environments()["computeEnvironments"]
     assert {e["computeEnvironmentName"] for e in environments} == {"training-ce", "warm-pool"}
+
+
+# --- state-change events --------------------------------------------------------------------
+
+def _record_batch_events(emulator: Emulator) -> str:
+    """A rule that starts a pass-through execution per Batch event: its input is the event."""
+    role = create_role(emulator, "batch-events", "events.amazonaws.com")
+    machine = create_state_machine(emulator, "record-batch-events", {
+        "StartAt": "Recorded", "States": {"Recorded": {"Type": "Pass", "End": True}},
+    }, role)
+    events = emulator.client("events")
+    events.put_rule(Name="batch-changes", EventPattern=json.dumps({
+        "source": ["aws.batch"], "detail-type": ["Batch Job State Change"]}))
+    events.put_targets(Rule="batch-changes", Targets=[{"Id": "recorder", "Arn": machine,
+                                                       "RoleArn": role}])
+    return machine
+
+
+def _recorded(emulator: Emulator, machine: str) -> list[dict[str, Any]]:
+    sfn = emulator.client("stepfunctions")
+    executions = sfn.list_executions(stateMachineArn=machine)["executions"]
+    found = [json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])
+             for e in executions]
+    return sorted(found, key=lambda event: ORDER.index(event["detail"]["status"]))
+
+
+def test_every_status_change_is_announced_when_it_happens(
+    start_emulator: StartEmulator, short_training: float
+) -> None:
+    emulator = start_emulator(speed=5000)
+    machine = _record_batch_events(emulator)
+    setup = create_batch(emulator)
+    job_id = _submit(emulator, setup)
+    job = wait_for_job(emulator, job_id, timeout=10)
+    wait_until(lambda: len(_recorded(emulator, machine)) == 6, timeout=5,
+               what="six state-change events")
+
+    events = _recorded(emulator, machine)
+    assert [e["detail"]["status"] for e in events] == ORDER[:6]
+    assert all(e["source"] == "aws.batch" and e["detail-type"] == "Batch Job State Change"
+               and e["detail"]["jobId"] == job_id and e["resources"] == [job["jobArn"]]
+               and e["detail"]["jobQueue"] == setup.job_queue_arn for e in events)
+    # Announced at the simulated moment of the change, not when someone looked.
+    ended = events[-1]
+    assert ended["detail"]["stoppedAt"] == job["stoppedAt"]
+    announced = datetime.fromisoformat(ended["time"]).timestamp()
+    assert 0 <= announced - job["stoppedAt"] / 1000 < 60
+
+
+def test_terminating_a_job_announces_its_failure_at_once(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator(speed=50, faults={"stuck-runnable"})
+    machine = _record_batch_events(emulator)
+    setup = create_batch(emulator)
+    job_id = _submit(emulator, setup)
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE", timeout=5,
+               what="the job to queue")
+
+    emulator.client("batch").terminate_job(jobId=job_id, reason="no capacity")
+
+    wait_until(lambda: _recorded(emulator, machine)[-1]["detail"]["status"] == "FAILED",
+               timeout=5, what="the FAILED event")
+    assert _recorded(emulator, machine)[-1]["detail"]["statusReason"] == "no capacity"
+
+
+def test_fault_lost_events_announces_nothing(
+    start_emulator: StartEmulator, short_training: float
+) -> None:
+    emulator = start_emulator(speed=5000, faults={"lost-events"})
+    machine = _record_batch_events(emulator)
+    dropped = batch.DROPPED_EVENTS["count"]
+
+    job = wait_for_job(emulator, _submit(emulator, create_batch(emulator)), timeout=10)
+
+    assert job["status"] == "SUCCEEDED"
+    wait_until(lambda: batch.DROPPED_EVENTS["count"] - dropped == 6, timeout=5,
+               what="six dropped events")
+    assert _recorded(emulator, machine) == []

@@ -3,6 +3,7 @@ still while it is paused."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -195,3 +196,75 @@ def test_a_session_runs_the_shared_clock_at_its_speed() -> None:
         assert abs(_seconds(traingrid.clock.now() - datetime.now(UTC))) < 3600
 
     assert traingrid.clock.now is original_now
+
+
+def test_a_thread_that_waits_lets_go_of_its_holds(fake_time: FakeTime) -> None:
+    simulated = SimulatedClock(speed=100)
+    start = simulated.now()
+
+    with simulated.paused(), simulated.paused():
+        assert simulated.holds() == 2
+        with simulated.released():
+            assert simulated.holds() == 0
+            fake_time.advance(1)  # time passes while the holder waits
+        fake_time.advance(5)  # and stands still again once it holds
+
+    assert simulated.holds() == 0
+    assert _seconds(simulated.now() - start) == pytest.approx(100, abs=1e-3)
+
+
+def test_another_threads_hold_keeps_the_clock_still_while_this_one_waits() -> None:
+    simulated = SimulatedClock(speed=1000)
+    held, done = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        with simulated.paused():
+            held.set()
+            done.wait(2)
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    held.wait(2)
+    start = simulated.now()
+    time.sleep(0.05)
+    still = _seconds(simulated.now() - start)
+    done.set()
+    worker.join()
+
+    assert still == pytest.approx(0, abs=1e-3)
+
+
+def test_wait_counts_simulated_seconds_and_can_be_woken() -> None:
+    simulated = SimulatedClock(speed=10_000)
+    start = simulated.now()
+
+    assert simulated.wait(600) is False  # a simulated ten minutes: about 60 ms
+    assert _seconds(simulated.now() - start) >= 600
+    assert simulated.wait(3600, woken=lambda real_timeout: True) is True
+
+
+def test_a_simulated_event_times_out_in_simulated_seconds(monkeypatch) -> None:
+    monkeypatch.setattr(clock, "CLOCK", SimulatedClock(speed=10_000))
+    event = clock.SimulatedEvent()
+    start = clock.CLOCK.now()
+
+    assert event.wait(1800) is False
+    assert _seconds(clock.CLOCK.now() - start) >= 1800
+    threading.Timer(0.01, event.set).start()
+    assert event.wait(10 * 24 * 3600) is True
+
+
+def test_past_instants_stay_exact_after_thousands_of_pauses(fake_time: FakeTime) -> None:
+    simulated = SimulatedClock(speed=10)
+    start = fake_time.datetime()
+    marks = []
+    for _ in range(5000):
+        fake_time.advance(1)
+        marks.append(fake_time.datetime())
+        with simulated.paused():
+            fake_time.advance(2)
+
+    # Each real second outside a pause is ten simulated ones; the pauses count for nothing.
+    assert simulated.simulated_seconds(start, marks[0]) == pytest.approx(10, abs=1e-3)
+    assert simulated.simulated_seconds(start, marks[-1]) == pytest.approx(50_000, abs=1e-2)
+    assert simulated.simulated_seconds(marks[99], marks[199]) == pytest.approx(1000, abs=1e-3)

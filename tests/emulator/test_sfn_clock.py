@@ -9,7 +9,14 @@ import time
 from traingrid_local.emulator.session import Emulator
 
 from .conftest import StartEmulator
-from .helpers import create_role, create_state_machine, history_types, run_execution, wait_until
+from .helpers import (
+    create_role,
+    create_state_machine,
+    history_types,
+    run_execution,
+    wait_until,
+    zip_files,
+)
 
 HOUR = 3600
 
@@ -82,3 +89,82 @@ def test_stopping_an_execution_ends_its_wait(start_emulator: StartEmulator) -> N
         timeout=3, what="the execution to stop",
     )
     assert stopped["status"] == "ABORTED"
+
+
+COUNTING_WAITER = '''
+import json
+import time
+
+import boto3
+
+
+def handler(event, context):
+    s3 = boto3.client("s3")
+    try:
+        calls = int(s3.get_object(Bucket="waits", Key="calls")["Body"].read()) + 1
+    except s3.exceptions.NoSuchKey:
+        calls = 1
+    s3.put_object(Bucket="waits", Key="calls", Body=str(calls).encode())
+    time.sleep(event.get("busy_s", 0))  # work that costs no simulated time on AWS
+    if calls >= event["complete_on_call"]:
+        boto3.client("stepfunctions").send_task_success(
+            taskToken=event["token"], output=json.dumps({"calls": calls}))
+    return {}
+'''
+
+
+def _waiting_machine(emulator: Emulator, complete_on_call: int, busy_s: float = 0) -> str:
+    """A task that waits on its token for an hour at a time and, timed out, waits again."""
+    role = _role(emulator)
+    emulator.client("s3").create_bucket(Bucket="waits")
+    function = emulator.client("lambda").create_function(
+        FunctionName="waiter", Runtime="python3.11", Handler="app.handler", Role=role,
+        Code={"ZipFile": zip_files({"app.py": COUNTING_WAITER})},
+    )["FunctionArn"]
+    return create_state_machine(emulator, "await-token", {
+        "StartAt": "Await",
+        "States": {
+            "Await": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                "Parameters": {"FunctionName": function, "Payload": {
+                    "token.$": "$$.Task.Token", "complete_on_call": complete_on_call,
+                    "busy_s": busy_s}},
+                "TimeoutSeconds": HOUR,
+                "ResultPath": "$.result",
+                "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.timed_out",
+                           "Next": "Await"}],
+                "Next": "Done",
+            },
+            "Done": {"Type": "Pass", "End": True},
+        },
+    }, role)
+
+
+def test_a_task_timeout_counts_simulated_seconds_and_a_catch_may_start_the_state_again(
+    emulator: Emulator,
+) -> None:
+    machine = _waiting_machine(emulator, complete_on_call=3)
+    started = time.monotonic()
+
+    execution = run_execution(emulator, machine, name="await-1")
+
+    assert execution["status"] == "SUCCEEDED"
+    assert json.loads(execution["output"])["result"] == {"calls": 3}
+    types = history_types(emulator, execution["executionArn"])
+    assert types.count("TaskTimedOut") == 2 and types.count("TaskStateEntered") == 3
+    simulated = emulator.simulated_seconds(execution["startDate"], execution["stopDate"])
+    # A waiter wakes a little late in real time, which this clock speed magnifies.
+    assert 2 * HOUR <= simulated < 2.5 * HOUR
+    assert time.monotonic() - started < 5
+
+
+def test_the_clock_stands_still_while_a_state_works(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator(speed=20_000)  # 0.3 s of real work would be 100 minutes
+    machine = _waiting_machine(emulator, complete_on_call=1, busy_s=0.3)
+
+    execution = run_execution(emulator, machine, name="busy-1")
+
+    assert execution["status"] == "SUCCEEDED"
+    # A few milliseconds of the interpreter (and of timestamps kept to the millisecond) remain.
+    assert emulator.simulated_seconds(execution["startDate"], execution["stopDate"]) < 300

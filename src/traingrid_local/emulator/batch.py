@@ -39,6 +39,7 @@ from traingrid_local.emulator.clock import CLOCK
 # Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
 QUEUE_TIMELINE = (("SUBMITTED", 5), ("PENDING", 10), ("RUNNABLE", 120), ("STARTING", 180))
 TRAINING_SECONDS = 6 * 3600
+ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
 FAILING_AFTER_SECONDS = 20 * 60
 MAIN_NODE_EXIT_CODE = 1
 
@@ -63,19 +64,32 @@ class SimulatedJob:
     stopped_at: datetime | None = None
     exit_code: int | None = None
     reason: str | None = None
-    announced: str | None = None  # the last status an event announced
+    announced: int = 0  # how many of the statuses in its path events have announced
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def changes_at(self) -> list[datetime]:
-        """When the job's status will change, as decided at submission."""
-        moments, elapsed = [self.submitted_at], 0.0
-        for status, seconds in QUEUE_TIMELINE:
+    def schedule(self) -> list[tuple[str, datetime]]:
+        """Each status and when the job enters it, as decided at submission."""
+        moments, elapsed = [("SUBMITTED", self.submitted_at)], 0.0
+        for (_, seconds), (following, _) in zip(QUEUE_TIMELINE, [*QUEUE_TIMELINE[1:],
+                                                                ("RUNNING", 0)], strict=True):
             elapsed += seconds
-            moments.append(self.submitted_at + timedelta(seconds=elapsed))
-            if status == "RUNNABLE" and self.stuck:
+            moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
+            if following == "STARTING" and self.stuck:
                 return moments[:-1]
         run_for = FAILING_AFTER_SECONDS if self.fails else self.training_seconds
-        return [*moments, self.submitted_at + timedelta(seconds=elapsed + run_for)]
+        end = "FAILED" if self.fails else "SUCCEEDED"
+        return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + run_for))]
+
+    def path(self) -> list[str]:
+        """The statuses the job has been in so far, in order (a terminated job ends FAILED
+        where it was)."""
+        if self.status not in ("SUCCEEDED", "FAILED"):
+            return [status for status, at in self.schedule() if at <= CLOCK.now()
+                    ][: ORDER.index(self.status) + 1]
+        stopped = self.stopped_at or CLOCK.now()
+        before = [status for status, at in self.schedule()
+                  if at < stopped and status not in ("SUCCEEDED", "FAILED")]
+        return [*before, self.status]
 
     def advance(self, job: Job) -> str:
         with self.lock:
@@ -167,23 +181,28 @@ DROPPED_EVENTS = {"count": 0}
 
 
 def announce(job: Job) -> None:
-    """Send the job's state-change event if its status changed since the last one."""
+    """Send one state-change event for each status the job reached since the last event."""
     simulated: SimulatedJob = job.__dict__["simulated"]
-    status = job.status
+    job.status  # noqa: B018 - brings the job up to date
     with simulated.lock:
-        if status == simulated.announced:
-            return
-        simulated.announced = status
-    if faults.CURRENT.on("lost-events"):
-        DROPPED_EVENTS["count"] += 1
-        return
-    backend = job.backend
-    events.emit(backend.account_id, backend.region_name, "aws.batch",
-                "Batch Job State Change", job.describe(), [job.arn])
+        path = simulated.path()
+        new, simulated.announced = path[simulated.announced:], len(path)
+    described = job.describe()
+    for status in new:
+        if faults.CURRENT.on("lost-events"):
+            DROPPED_EVENTS["count"] += 1
+            continue
+        detail = dict(described, status=status)
+        if status not in ("SUCCEEDED", "FAILED"):
+            for key in ("stoppedAt", "statusReason", "attempts"):
+                detail.pop(key, None)
+        backend = job.backend
+        events.emit(backend.account_id, backend.region_name, "aws.batch",
+                    "Batch Job State Change", detail, [job.arn])
 
 
 def _announce_changes(job: Job) -> None:
-    for moment in job.__dict__["simulated"].changes_at():
+    for _, moment in job.__dict__["simulated"].schedule():
         ALARMS.at(moment, lambda: announce(job))
 
 

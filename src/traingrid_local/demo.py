@@ -39,6 +39,7 @@ SCENARIOS: dict[str, Scenario] = {
     "batch-job-failed": Scenario(frozenset({"batch-job-failed"}), {"training": "FAILED"}),
     "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
     "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
+    "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),
     "throttling": Scenario(frozenset({"throttling"}),
                            {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
     "sagemaker-capacity": Scenario(frozenset({"sagemaker-capacity"}), {"campaign": "SUCCEEDED"}),

@@ -43,8 +43,9 @@ def emulated(monkeypatch, tmp_path):
     monkeypatch.setattr(batch, "TRAINING_SECONDS", 3600)
     monkeypatch.setattr(sagemaker, "TRAINING_SECONDS", 3600)
 
-    def start(scenario: str, fault_region: str = "us-west-2") -> tuple[Emulator, Deployment]:
-        emulator = Emulator(speed=SPEED, fault_names=SCENARIOS[scenario].faults,
+    def start(scenario: str, fault_region: str = "us-west-2",
+              speed: float = SPEED) -> tuple[Emulator, Deployment]:
+        emulator = Emulator(speed=speed, fault_names=SCENARIOS[scenario].faults,
                             fault_region=fault_region).__enter__()
         deployment = deploy_traingrid(
             emulator, database_url=f"sqlite:///{tmp_path / f'db{len(sessions)}.sqlite'}")
@@ -68,8 +69,8 @@ def run_scenario(emulated):
     """A TrainingRun from a manifest upload."""
 
     def run(scenario: str = "happy", manifest: Any = None, uploads: int = 1,
-            key: str = DEFAULT_KEY) -> Outcome:
-        emulator, deployment = emulated(scenario)
+            key: str = DEFAULT_KEY, speed: float = SPEED) -> Outcome:
+        emulator, deployment = emulated(scenario, speed=speed)
         upload_sample_dataset(emulator)
         body = json.dumps(manifest if manifest is not None else {}).encode()
         for _ in range(uploads):

@@ -1,9 +1,9 @@
 """Things that happen at a simulated time, on their own: a service's state changes that AWS
 announces with an event whether or not anyone is looking.
 
-One daemon thread runs every due alarm in time order. It never holds the clock, so an alarm is
-due only when simulated time has really reached it; the emulator session clears the alarms when
-it starts and ends, so none outlives the account it belongs to.
+One daemon thread runs every due alarm in time order, holding the clock while it acts (the
+event deliveries an alarm sets off take no simulated time). The emulator session clears the
+alarms when it starts and ends, so none outlives the account it belongs to.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Alarms:
         while True:
             action = self._next_due()
             try:
-                action()
+                with CLOCK.paused():  # what an alarm sets off takes no simulated time
+                    action()
             except Exception:  # noqa: BLE001 - one failing alarm must not stop the others
                 log.exception("emulator alarm failed")
 

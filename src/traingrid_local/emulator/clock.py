@@ -45,6 +45,9 @@ class SimulatedClock:
             self._totals: list[float] = []  # paused seconds up to the end of each pause
             self._depth = 0
             self._paused_at = 0.0
+            # Threads of an earlier session (an execution stopped mid-wait) may let go later;
+            # their holds belonged to that session and must not touch this one.
+            self._generation = getattr(self, "_generation", 0) + 1
 
     def _paused_before(self, real: float) -> float:
         index = bisect.bisect_right(self._starts, real)
@@ -74,23 +77,38 @@ class SimulatedClock:
 
     # --- holding the clock -------------------------------------------------------------
 
+    def _count(self) -> int:
+        """This thread's holds in the current session."""
+        if getattr(self._held, "generation", None) != self._generation:
+            self._held.generation, self._held.count = self._generation, 0
+        return self._held.count
+
     def _hold(self) -> None:
         with self._lock:
-            if self._depth == 0:
-                self._paused_at = time.time()
-            self._depth += 1
-        self._held.count = getattr(self._held, "count", 0) + 1
+            self._count()
+            self._held.count += 1
+            self._add_hold()
+
+    def _add_hold(self) -> None:
+        if self._depth == 0:
+            self._paused_at = time.time()
+        self._depth += 1
 
     def _let_go(self) -> None:
-        self._held.count -= 1
         with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                end = time.time()
-                total = (self._totals[-1] if self._totals else 0.0) + end - self._paused_at
-                self._starts.append(self._paused_at)
-                self._ends.append(end)
-                self._totals.append(total)
+            if self._count() == 0:
+                return  # held in an earlier session
+            self._held.count -= 1
+            self._remove_hold()
+
+    def _remove_hold(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            end = time.time()
+            total = (self._totals[-1] if self._totals else 0.0) + end - self._paused_at
+            self._starts.append(self._paused_at)
+            self._ends.append(end)
+            self._totals.append(total)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -104,7 +122,8 @@ class SimulatedClock:
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
         """Let go of this thread's holds while it waits for simulated time."""
-        count = getattr(self._held, "count", 0)
+        with self._lock:
+            count = self._count()
         for _ in range(count):
             self._let_go()
         try:
@@ -113,9 +132,22 @@ class SimulatedClock:
             for _ in range(count):
                 self._hold()
 
+    def hold_for_another(self) -> int:
+        """Hold the clock on behalf of a thread about to be woken, so no simulated time slips
+        through the hand-over; returns the session the hold belongs to."""
+        with self._lock:
+            self._add_hold()
+            return self._generation
+
+    def let_go_for_another(self, generation: int) -> None:
+        with self._lock:
+            if generation == self._generation:
+                self._remove_hold()
+
     def holds(self) -> int:
         """How many holds this thread has (for tests)."""
-        return getattr(self._held, "count", 0)
+        with self._lock:
+            return self._count()
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -150,15 +182,40 @@ class SimulatedClock:
 
 
 class SimulatedEvent(threading.Event):
-    """A ``threading.Event`` whose ``wait(timeout)`` counts simulated seconds on the clock."""
+    """A ``threading.Event`` whose ``wait(timeout)`` counts simulated seconds on the clock.
+
+    Setting it while a thread waits holds the clock until that thread runs again: the thread
+    that sets it (a callback, a finished task) may let go before the woken one takes over.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting = 0
+        self._handed_over: int | None = None  # the session of the hold kept for a waiter
+        self._guard = threading.Lock()
+
+    def set(self) -> None:
+        with self._guard:
+            if self._waiting and not self.is_set() and self._handed_over is None:
+                self._handed_over = CLOCK.hold_for_another()
+            super().set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        if timeout is None:
-            with CLOCK.released():
-                return super().wait()
-        if super().wait(0):
-            return True
-        return CLOCK.wait(timeout, woken=super().wait) or self.is_set()
+        with self._guard:
+            self._waiting += 1
+        try:
+            if timeout is None:
+                with CLOCK.released():
+                    return super().wait()
+            if super().wait(0):
+                return True
+            return CLOCK.wait(timeout, woken=super().wait) or self.is_set()
+        finally:
+            with self._guard:
+                self._waiting -= 1
+                handed_over, self._handed_over = self._handed_over, None
+            if handed_over is not None:
+                CLOCK.let_go_for_another(handed_over)
 
 
 CLOCK = SimulatedClock()

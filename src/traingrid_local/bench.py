@@ -1,8 +1,15 @@
 """``make bench``: TrainGrid's performance figures, measured (medians of fresh runs).
 
-Writes ``bench/results.json`` and prints a table: the cold-start import time of each function's
-handler module, the size of the runtime layer, planning a 10,000-dataset campaign on SQLite and
-on PostgreSQL, and the wall time of the demo.
+Writes ``bench/results.json`` and prints a table:
+
+- ``sfn.<1h|24h|7d>.<event|poll30>``: state transitions, history events and Step Functions cost
+  of one TrainingRun on the emulator, waiting for its job by event (the template's default), and
+  with events lost and the fallback check every 30 seconds, i.e. a 30-second poll loop;
+- ``cleanup_lag_s``: how long the file system sits idle after the job ends (until the archive
+  starts, and from the archive's end until its deletion; the export itself is work), median and
+  max over 20 runs, with events and with ``lost-events``;
+- the cold-start import time of each function's handler module, the size of the runtime layer,
+  planning a 10,000-dataset campaign on SQLite and on PostgreSQL, and the demo's wall time.
 """
 
 from __future__ import annotations
@@ -136,6 +143,89 @@ def plan_ms(url: str) -> float:
     return median_ms(once)
 
 
+# Step Functions Standard workflows: $0.025 per 1,000 state transitions.
+USD_PER_TRANSITION = 0.025 / 1000
+DURATIONS = {"1h": 3600, "24h": 24 * 3600, "7d": 7 * 24 * 3600}
+MODES = {
+    "event": ({}, frozenset()),
+    "poll30": ({"JobEventFallbackSeconds": "30"}, frozenset({"lost-events"})),
+}
+LAG_RUNS = 20
+
+
+def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[str],
+                  speed: float, epochs: list[int]) -> list[dict[str, Any]]:
+    """TrainingRuns on a fresh emulated deployment, one per entry of ``epochs`` (training takes
+    ``seconds`` for 90 epochs); the report entry of each when all have ended."""
+    from traingrid_local import report
+    from traingrid_local.demo import DATASET_PREFIX, upload_sample_dataset, wait_for_runs
+    from traingrid_local.emulator import batch
+    from traingrid_local.emulator.session import Emulator
+    from traingrid_local.environment import DEMO_BUCKET, deploy_traingrid
+
+    batch.TRAINING_SECONDS = seconds
+    with Emulator(speed=speed, fault_names=faults) as emulator:
+        deployment = deploy_traingrid(emulator, parameters=parameters)
+        try:
+            upload_sample_dataset(emulator)
+            hours = seconds * max(epochs) / 90 / 3600 + 1
+            for index, count in enumerate(epochs):
+                manifest = {"dataset": f"s3://{DEMO_BUCKET}/{DATASET_PREFIX}", "epochs": count,
+                            "timeouts": {"training_hours": round(hours, 1)}}
+                emulator.client("s3").put_object(
+                    Bucket=DEMO_BUCKET, Key=f"bench/run-{index:02d}/manifest.json",
+                    Body=json.dumps(manifest).encode())
+            machine = deployment.stack.outputs["TrainingRunStateMachineArn"]
+            arns = wait_for_runs(emulator, [machine], 3600, None)
+            return report.build(emulator, deployment, arns)["executions"]
+        finally:
+            deployment.close()
+
+
+def sfn_costs() -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for label, seconds in DURATIONS.items():
+        results[label] = {}
+        for mode, (parameters, faults) in MODES.items():
+            console.print(f"TrainingRun with {label} of training, {mode}…")
+            # The clock stands still while states work, so a fast clock does not skew counts.
+            (run,) = training_runs(seconds, parameters, faults, speed=20_000, epochs=[90])
+            if run["status"] != "SUCCEEDED":
+                console.print(f"[yellow]{label} {mode}: {run['status']} {run['error']}[/]")
+            results[label][mode] = {
+                "status": run["status"],
+                "transitions": run["state_transitions"],
+                "history_events": run["history_events"],
+                "cost_usd": round(run["state_transitions"] * USD_PER_TRANSITION, 5),
+            }
+        event, poll = results[label]["event"], results[label]["poll30"]
+        results[label]["poll30_over_event"] = {
+            key: round(poll[key] / event[key], 1)
+            for key in ("transitions", "history_events", "cost_usd") if event[key]}
+    return results
+
+
+def cleanup_lags() -> dict[str, Any]:
+    """Idle file-system seconds after the job ends, over LAG_RUNS concurrent runs whose jobs
+    train for different lengths (60 to 98 epochs of a 90-epoch hour)."""
+    epochs = [60 + 2 * i for i in range(LAG_RUNS)]
+    results: dict[str, Any] = {}
+    for mode, faults in (("event", frozenset()), ("lost_events", frozenset({"lost-events"}))):
+        console.print(f"cleanup lag over {LAG_RUNS} runs, {mode}…")
+        runs = training_runs(3600, {}, faults, speed=2000, epochs=epochs)
+        idle = [r["cleanup"]["idle_s"] for r in runs if r.get("cleanup")]
+        noticed = [r["cleanup"]["noticed_s"] for r in runs if r.get("cleanup")]
+        results[mode] = {
+            "runs": len(idle),
+            "median": round(statistics.median(idle), 1) if idle else None,
+            "max": round(max(idle), 1) if idle else None,
+            "job_end_noticed_median": round(statistics.median(noticed), 1) if noticed else None,
+            "job_end_noticed_max": round(max(noticed), 1) if noticed else None,
+        }
+    results["median"], results["max"] = results["event"]["median"], results["event"]["max"]
+    return results
+
+
 def demo_wall_s() -> float:
     with tempfile.TemporaryDirectory() as workdir:
         started = time.perf_counter()
@@ -159,6 +249,8 @@ def measure() -> dict[str, Any]:
     results["plan_10k_ms"] = {"sqlite": sqlite, "postgresql": postgres}
     console.print("running the demo…")
     results["demo_wall_s"] = demo_wall_s()
+    results["sfn"] = sfn_costs()
+    results["cleanup_lag_s"] = cleanup_lags()
     return results
 
 
@@ -173,6 +265,22 @@ def show(results: dict[str, Any]) -> None:
         table.add_row(f"plan {DATASETS:,} datasets: {backend}",
                       "not measured" if ms is None else f"{ms:.0f} ms")
     table.add_row("make demo (both pipelines)", f"{results['demo_wall_s']:.1f} s")
+    for label, modes in results["sfn"].items():
+        for mode in MODES:
+            m = modes[mode]
+            table.add_row(f"TrainingRun {label}, {mode}",
+                          f"{m['transitions']} transitions, {m['history_events']} events, "
+                          f"${m['cost_usd']:.4f}")
+        ratio = modes["poll30_over_event"]
+        table.add_row(f"TrainingRun {label}, poll30 ÷ event",
+                      f"{ratio.get('transitions', '-')}× transitions, "
+                      f"{ratio.get('history_events', '-')}× events")
+    lag = results["cleanup_lag_s"]
+    for mode in ("event", "lost_events"):
+        m = lag[mode]
+        table.add_row(f"cleanup lag ({mode}, {m['runs']} runs)",
+                      f"median {m['median']} s, max {m['max']} s (job end noticed: median "
+                      f"{m['job_end_noticed_median']} s, max {m['job_end_noticed_max']} s)")
     console.print(table)
 
 

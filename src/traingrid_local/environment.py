@@ -30,7 +30,8 @@ class Deployment:
 
 
 def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
-                     regions: tuple[str, ...] = CAMPAIGN_REGIONS) -> Deployment:
+                     regions: tuple[str, ...] = CAMPAIGN_REGIONS,
+                     parameters: dict[str, str] | None = None) -> Deployment:
     """Deploy everything; the database is a fresh SQLite file unless a URL is given (its
     schema is migrated to the latest revision first, as a deploy does)."""
     workdir = None
@@ -44,7 +45,8 @@ def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
     # response URL, which an in-process emulator has not.
     stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET,
                                          "DatabaseSecretArn": secret["ARN"],
-                                         "ApplyMigrationsOnDeploy": "false"})
+                                         "ApplyMigrationsOnDeploy": "false",
+                                         **(parameters or {})})
     regional = {
         region: deploy(emulator, "traingrid-regional", {"HomeRegion": emulator.region},
                        REGIONAL_TEMPLATE, region)

@@ -25,7 +25,8 @@ def jobs_by_data_region(outcome) -> dict[str, dict]:
 def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     outcome = run_campaign("happy")
     execution = outcome.execution
-    assert (execution["state_machine"], execution["status"]) == ("CampaignFanout", "SUCCEEDED")
+    assert (execution["state_machine"], execution["status"]) == (
+        "CampaignFanout", "SUCCEEDED"), (execution["error"], execution["cause"])
     assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}", execution["name"])
     jobs = jobs_by_data_region(outcome)
     assert set(jobs) == REGIONS

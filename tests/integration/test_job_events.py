@@ -7,7 +7,7 @@ import pytest
 
 from traingrid_local.emulator import batch
 
-FALLBACK_S = 30 * 60  # the template's default JobEventFallbackMinutes
+FALLBACK_S = 45 * 60  # the template's default JobEventFallbackSeconds
 # Step Functions Standard: $0.025 per 1,000 state transitions.
 USD_PER_TRANSITION = 0.000025
 
@@ -44,6 +44,6 @@ def test_a_multi_day_run_stays_far_under_the_history_limit(run_scenario, monkeyp
 
     assert run["status"] == "SUCCEEDED"
     assert run["simulated_seconds"] > days * 24 * 3600
-    # History grows only with the fallback checks: one a half hour, a few events each.
+    # History grows only with the fallback checks: one per 45 minutes, six events each.
     assert run["history_events"] <= 5_000
     assert run["state_transitions"] * USD_PER_TRANSITION <= 0.01

@@ -38,7 +38,8 @@ from traingrid_local.emulator.clock import CLOCK
 
 # Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
 QUEUE_TIMELINE = (("SUBMITTED", 5), ("PENDING", 10), ("RUNNABLE", 120), ("STARTING", 180))
-TRAINING_SECONDS = 6 * 3600
+TRAINING_SECONDS = 6 * 3600  # of a run of REFERENCE_EPOCHS; runs train for their epochs
+REFERENCE_EPOCHS = 90
 ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
 FAILING_AFTER_SECONDS = 20 * 60
 MAIN_NODE_EXIT_CODE = 1
@@ -206,6 +207,15 @@ def _announce_changes(job: Job) -> None:
         ALARMS.at(moment, lambda: announce(job))
 
 
+def training_seconds(environment: dict[str, str]) -> float:
+    """How long the job trains: TRAINING_SECONDS for the reference epochs, in proportion."""
+    try:
+        epochs = float(environment.get("EPOCHS") or REFERENCE_EPOCHS)
+    except ValueError:
+        epochs = REFERENCE_EPOCHS
+    return TRAINING_SECONDS * epochs / REFERENCE_EPOCHS
+
+
 # --- moto hooks -------------------------------------------------------------------------
 
 _original_submit = BatchResponse.submitjob
@@ -221,15 +231,16 @@ def _submitjob(self: BatchResponse) -> str:
     result = _original_submit(self)
     job = self.batch_backend.get_job_by_id(json.loads(result)["jobId"])
     overrides = self._get_param("nodeOverrides") or {}
+    environment = _job_environment(job.job_definition, overrides)
     node_properties = job.job_definition.node_properties or {}
     job.simulated = SimulatedJob(
         submitted_at=CLOCK.now(),
-        environment=_job_environment(job.job_definition, overrides),
+        environment=environment,
         num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
         instance_type=_instance_type(overrides),
         stuck=faults.CURRENT.on("stuck-runnable"),
         fails=faults.CURRENT.on("batch-job-failed"),
-        training_seconds=TRAINING_SECONDS,
+        training_seconds=training_seconds(environment),
     )
     _announce_changes(job)
     return result

@@ -63,12 +63,8 @@ class CompletionSettings(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     job_tokens_table: str = Field(alias="JOB_TOKENS_TABLE")
-    fallback_minutes: int = Field(default=30, ge=1, le=24 * 60,
-                                  alias="JOB_EVENT_FALLBACK_MINUTES")
-
-    @property
-    def fallback_s(self) -> int:
-        return self.fallback_minutes * 60
+    fallback_s: int = Field(default=2700, ge=30, le=24 * 3600,
+                            alias="JOB_EVENT_FALLBACK_SECONDS")
 
     @classmethod
     def from_env(cls) -> Self:

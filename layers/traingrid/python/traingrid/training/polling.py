@@ -105,7 +105,7 @@ TERMINAL = ("SUCCEEDED", "FAILED")
 # A wait that ends at a limit ends this much after it, so the check that follows sees it passed.
 LIMIT_MARGIN_S = 30
 # The shortest wait, and the wait for a job told to terminate to report FAILED.
-MIN_WAIT_S = 60
+MIN_WAIT_S = 30
 AFTER_TERMINATE_WAIT_S = 300
 
 

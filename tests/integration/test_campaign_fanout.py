@@ -26,7 +26,7 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     outcome = run_campaign("happy")
     execution = outcome.execution
     assert (execution["state_machine"], execution["status"]) == ("CampaignFanout", "SUCCEEDED")
-    assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}", execution["name"])
+    assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}-[0-9a-f]{{12}}", execution["name"])
     jobs = jobs_by_data_region(outcome)
     assert set(jobs) == REGIONS
     for region, job in jobs.items():

@@ -3,7 +3,9 @@
 The same three steps as ``sam deploy``: package local code and definitions into an artifacts
 bucket (what ``sam package`` does), transform the SAM template offline with
 aws-sam-translator, and create the CloudFormation stack (moto CloudFormation, with the
-adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``).
+adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``). The API
+Gateway resources SAM generates are left out (:mod:`traingrid_local.emulator.api_gateway` says
+why); ``traingrid serve`` stands in for them.
 
 moto has no model for a few declared types (bucket policy, placement group, security-group
 rules, Lambda permissions); it skips them. They change nothing the emulator executes, and
@@ -28,6 +30,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
+from traingrid_local.emulator.api_gateway import without_api_gateway
 from traingrid_local.emulator.session import Emulator
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -52,6 +55,8 @@ class Stack:
     outputs: dict[str, str]
     resources: dict[str, str]  # logical id → physical id
     template: dict[str, Any]  # as translated
+    # What the emulator could not create (logical ids, "Outputs.<key>"), see api_gateway.
+    left_out: tuple[str, ...] = ()
 
     def state_machine_arn(self, logical_id: str) -> str:
         return self.resources[logical_id]
@@ -132,6 +137,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
         s3.create_bucket(Bucket=ARTIFACTS_BUCKET, **_location(region))
         template = translate(package(template, lambda key, body: s3.put_object(
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
+    template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
     values = (_network(emulator, region) if "VpcId" in declared else {}) | (parameters or {})
     cfn = emulator.client("cloudformation", region)
@@ -151,7 +157,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
         if r["LogicalResourceId"]  # moto lists the types it skipped with empty ids
     }
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
-    return Stack(stack_name, outputs, resources, template)
+    return Stack(stack_name, outputs, resources, template, tuple(left_out))
 
 
 def _location(region: str) -> dict[str, Any]:

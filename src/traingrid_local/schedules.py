@@ -2,8 +2,9 @@
 
 EventBridge schedules never fire in the emulator, so ``tick`` does what the schedule's rule
 does: it invokes the job's deployed function with a "Scheduled Event", the event EventBridge
-sends, ``time`` being the scheduled time. A new scheduled function is one more entry in
-``SCHEDULED_JOBS``.
+sends, whose ``time`` is the scheduled time: by default the time the rule's schedule last came
+due. Ticking twice is the schedule firing twice for the same time. A new scheduled function is
+one more entry in ``SCHEDULED_JOBS``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from traingrid.clock import iso
+from traingrid_local.cron import last_due
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
@@ -47,15 +49,22 @@ def scheduled_event(rule_arn: str, at: datetime, region: str) -> dict[str, Any]:
     }
 
 
-def fire(emulator: Emulator, stack: Stack, name: str, at: datetime) -> dict[str, Any]:
-    """Invoke the job's deployed function as its schedule would at ``at``; its result."""
+def fire(emulator: Emulator, stack: Stack, name: str,
+         at: datetime | None = None) -> dict[str, Any]:
+    """Invoke the job's deployed function as its schedule does for the time ``at`` (default:
+    when the schedule last came due on the emulator's clock); the function's result, with
+    the schedule and the time."""
     job = SCHEDULED_JOBS[name]
     rule = stack.resources[f"{job.function}{job.event}"]
-    rule_arn = f"arn:aws:events:{emulator.region}:{ACCOUNT_ID}:rule/{rule}"
+    described = emulator.client("events").describe_rule(Name=rule)
+    schedule = described["ScheduleExpression"]
+    if at is None:
+        at = last_due(schedule, datetime.fromisoformat(emulator.now_iso().replace("Z",
+                                                                                  "+00:00")))
     response = emulator.client("lambda").invoke(
         FunctionName=stack.resources[job.function],
-        Payload=json.dumps(scheduled_event(rule_arn, at, emulator.region)).encode())
+        Payload=json.dumps(scheduled_event(described["Arn"], at, emulator.region)).encode())
     payload = json.loads(response["Payload"].read())
     if "FunctionError" in response:
         raise JobFailed(f"{name}: {payload.get('errorType')}: {payload.get('errorMessage')}")
-    return payload
+    return {"schedule": schedule, "scheduled_at": iso(at), **payload}

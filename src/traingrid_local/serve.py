@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from traingrid_local import campaign_demo, schedules
@@ -36,18 +36,16 @@ class Served:
         return self.server.url
 
     def tick(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Fire the scheduled jobs ``request["jobs"]`` (default: all) at ``request["at"]``
-        (default: now on the simulated clock)."""
+        """Fire the scheduled jobs ``request["jobs"]`` (default: all) for the time
+        ``request["at"]`` (default: when each schedule last came due)."""
         jobs = request.get("jobs") or list(schedules.SCHEDULED_JOBS)
         unknown = [j for j in jobs if j not in schedules.SCHEDULED_JOBS]
         if unknown:
             return 400, {"message": f"no scheduled job {', '.join(unknown)}; there are "
                                     f"{', '.join(schedules.SCHEDULED_JOBS)}"}
         try:
-            at = datetime.fromisoformat(request["at"].replace("Z", "+00:00")) \
-                if request.get("at") else datetime.fromisoformat(
-                    self.emulator.now_iso().replace("Z", "+00:00"))
-        except (ValueError, AttributeError):
+            at = _utc(request["at"]) if request.get("at") else None
+        except (ValueError, AttributeError, TypeError):
             return 400, {"message": f"at: {request.get('at')!r} is not an ISO 8601 time"}
         fired = {}
         for job in jobs:
@@ -55,7 +53,12 @@ class Served:
                 fired[job] = schedules.fire(self.emulator, self.deployment.stack, job, at)
             except schedules.JobFailed as error:
                 return 500, {"message": str(error), "fired": fired}
-        return 200, {"at": at.isoformat(), "fired": fired}
+        return 200, {"fired": fired}
+
+
+def _utc(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def seed(emulator: Emulator, deployment: Deployment) -> None:

@@ -96,6 +96,7 @@ def run_campaign(emulated):
     return run
 
 
+
 @pytest.fixture(scope="module")
 def served_api(tmp_path_factory):
     """`traingrid serve` for a test module: the seeded emulator, the API on a free loopback

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import io
 import json
+import logging
 import os
 import zipfile
 from collections.abc import Callable
@@ -108,6 +109,9 @@ def package(template: dict[str, Any], upload: Upload, root: Path = PROJECT_ROOT)
 def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, Any]:
     """The SAM transform, offline: a session that only names the region, no managed-policy
     lookups (the template names managed policies by ARN)."""
+    # Offline there is no feature toggle configuration to read; the translator says so on
+    # every Api with an OpenApiVersion, and goes on with the defaults, as sam deploy does.
+    logging.getLogger("samtranslator.feature_toggle").setLevel(logging.ERROR)
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
     return translator.translate(
         copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict

@@ -9,6 +9,7 @@ whose fan-out is still running is left alone: that run is training on its new da
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,6 @@ from traingrid.db.repositories import (
     CampaignRepository,
     DatasetRepository,
     RecordNotFound,
-    RunRepository,
 )
 from traingrid.naming import window_start
 from traingrid.observability import logger, metrics
@@ -55,6 +55,21 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
                       fanout_input(campaign_id, options, "api"))
 
 
+def running_fanouts(machine: str) -> dict[str, list[str]]:
+    """Campaign → the names of its fan-outs running now (settling, planning or training),
+    from Step Functions itself: a fan-out is recorded in the database only once it plans."""
+    found: dict[str, list[str]] = {}
+    token = None
+    while True:
+        executions, token = stepfunctions.list_executions(machine, 100, token, "RUNNING")
+        for execution in executions:
+            described = stepfunctions.describe_execution(execution["executionArn"])
+            campaign = json.loads(described.get("input") or "{}").get("campaign")
+            found.setdefault(campaign, []).append(execution["name"])
+        if token is None:
+            return found
+
+
 def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]:
     """One fan-out per campaign with new data, named for the campaign and the window of
     ``scheduled_at`` (the scheduled event's time)."""
@@ -62,20 +77,17 @@ def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]
     machine = settings.campaign_fanout_state_machine_arn
     with transaction(connection_url(settings)) as session:
         due = DatasetRepository(session).campaigns_with_new_data()
-        recorded_running = RunRepository(session).running()
+    running = running_fanouts(machine) if due else {}
     outcome: dict[str, Any] = {"window": clock.iso(window_start(scheduled_at, minutes)),
                                "started": [], "already_started": [], "skipped": []}
     for campaign, new_datasets in due.items():
         name = fanout_name(campaign, scheduled_at, minutes, SCHEDULE_SOURCE)
-        ours = stepfunctions.execution_arn(machine, name)
-        running = [arn for arn in recorded_running.get(campaign, [])
-                   if stepfunctions.describe_execution(arn)["status"] == "RUNNING"]
         entry = {"campaign": campaign, "new_datasets": new_datasets, "name": name}
-        if ours in running:
+        others = [n for n in running.get(campaign, []) if n != name]
+        if name in running.get(campaign, []):
             outcome["already_started"].append(entry)
-        elif running:
-            entry["reason"] = (f"its fan-out {running[0].rpartition(':')[2]} is still running "
-                               "and trains on the new data")
+        elif others:
+            entry["reason"] = f"its fan-out {others[0]} is still running and trains on new data"
             outcome["skipped"].append(entry)
         else:
             execution = stepfunctions.start_named_execution(

@@ -232,17 +232,6 @@ class RunRepository:
             .where(CampaignRun.execution_arn == execution_arn)
         ).one_or_none()
 
-    def running(self) -> dict[str, list[str]]:
-        """Campaign → the execution ARNs of its runs recorded as RUNNING."""
-        found: dict[str, list[str]] = {}
-        for campaign_id, arn in self.session.execute(
-            select(CampaignRun.campaign_id, CampaignRun.execution_arn)
-            .where(CampaignRun.status == RunStatus.RUNNING)
-            .order_by(CampaignRun.campaign_id, CampaignRun.started_at)
-        ):
-            found.setdefault(campaign_id, []).append(arn)
-        return found
-
     def _get(self, execution_arn: str) -> CampaignRun:
         run = self.get(execution_arn)
         if run is None:

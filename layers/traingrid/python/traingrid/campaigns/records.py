@@ -100,9 +100,10 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
         # "reason" is the branch's latest failure from here on; the plan's is kept apart.
         job["placement_reason"] = job.pop("reason")
         jobs.append(job | {"hyperparameters": hyperparameters, "attempt": 1, "tried": [],
-                           "buckets": {c: buckets[c] for c in (plan.region, *plan.fallbacks)},
                            "status": "PLANNED"})
-    return {"run": name, "placement": str(run.placement), "jobs": jobs,
+    # Artifact buckets once for the run, not in every job: the state stays small with many
+    # regions (each job may fall back to any of them).
+    return {"run": name, "placement": str(run.placement), "jobs": jobs, "buckets": buckets,
             "max_concurrency": max_concurrency}
 
 
@@ -154,8 +155,12 @@ def _parse(text: str | None) -> datetime | None:
 
 
 def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
-    """The run's outcome: it fails only if a region finally failed, naming which and why."""
-    state, results = event["state"], event["state"].get("results") or []
+    """The run's outcome: it fails only if a region finally failed, naming which and why.
+
+    After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
+    """
+    state = event["state"]
+    results = (state.get("plan") or {}).get("jobs") or []
     failed = [r for r in results if r["status"] != "Completed"]
     if "failure" in state:
         error, cause = readable(state["failure"])

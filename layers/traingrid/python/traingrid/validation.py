@@ -55,16 +55,20 @@ def problems_of(error: ValidationError, data: Any = None) -> list[dict[str, str]
     return problems
 
 
-def parse(model: type[ModelT], data: Any, source: str = "request") -> ModelT:
-    """Validate ``data`` against ``model``; raise RequestInvalid listing every problem."""
+def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool = True) -> ModelT:
+    """Validate ``data`` against ``model``; raise RequestInvalid listing every problem.
+
+    A JSON document is read strictly, as its JSON Schema reads it (no ``"4"`` for 4, no
+    ``true`` for 1); ``strict=False`` is for text that stands for values (query strings).
+    """
     if not isinstance(data, dict):
         raise RequestInvalid(
             [{"pointer": "", "message": f"expected a JSON object, got {type(data).__name__}"}],
             source,
         )
     try:
-        # As JSON, strictly: what the model takes is what its JSON Schema allows (no "4" for
-        # 4, no true for 1).
-        return model.model_validate_json(json.dumps(data), strict=True)
+        if strict:
+            return model.model_validate_json(json.dumps(data), strict=True)
+        return model.model_validate(data)
     except ValidationError as error:
         raise RequestInvalid(problems_of(error, data), source) from None

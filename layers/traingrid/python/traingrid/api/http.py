@@ -27,7 +27,8 @@ def json_body(body: str | None) -> Any:
 
 
 def query(model: type[ModelT], parameters: dict[str, str] | None) -> ModelT:
-    return parse(model, parameters or {}, "query")
+    """Query parameters are text: ``limit=5`` is the number 5."""
+    return parse(model, parameters or {}, "query", strict=False)
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

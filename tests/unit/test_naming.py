@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from traingrid.naming import MAX_NAME, execution_name, run_name_for_object, window_start
@@ -19,6 +19,10 @@ etags = st.text(alphabet="0123456789abcdef", min_size=32, max_size=32)
 moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1),
                        timezones=st.just(UTC))
 AT = datetime(2026, 11, 21, 13, 7, 42, tzinfo=UTC)
+
+
+def test_the_longest_key_is_1024_characters():
+    assert len(LONGEST_KEY) == 1024
 
 
 def test_readable_name_from_the_prefix_and_the_upload_minute():
@@ -37,8 +41,15 @@ def test_the_minute_is_utc_whatever_the_zone_of_the_time():
         "b", "d/manifest.json", "e", AT)
 
 
+LONGEST_KEY = ("données d'entraînement/ 東京 ドライブ /" * 40)[:1010] + "/manifest.json"
+
+
 @settings(max_examples=200)
 @given(bucket=buckets, key=keys, etag=etags, at=moments)
+@example(bucket="b" * 63, key=LONGEST_KEY, etag="f" * 32, at=AT)
+@example(bucket="traingrid-demo-data", key="  spaced out / run 1 /manifest.json", etag="0" * 32,
+         at=AT)
+@example(bucket="bkt", key="/" * 1023 + "x", etag="0" * 32, at=AT)
 def test_any_object_gives_a_valid_bounded_deterministic_name(bucket, key, etag, at):
     name = run_name_for_object(bucket, key, etag, at)
     assert len(name) <= MAX_NAME

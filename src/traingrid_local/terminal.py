@@ -78,7 +78,7 @@ def steps(states: list[dict[str, Any]]) -> list[Step]:
 def _bar(start: float, end: float, total: float) -> Text:
     if total <= 0:
         return Text("")
-    first = int(start / total * BAR_WIDTH)
+    first = min(int(start / total * BAR_WIDTH), BAR_WIDTH - 1)
     length = max(1, round((end - start) / total * BAR_WIDTH))
     return Text(" " * first + "█" * min(length, BAR_WIDTH - first))
 

@@ -236,3 +236,20 @@ def test_a_raw_request_gets_json_back(served_api):
     with urllib.request.urlopen(f"{served_api.url}/runs?limit=1", timeout=30) as response:
         assert response.headers["Content-Type"] == "application/json"
         assert "runs" in json.loads(response.read())
+
+
+def test_every_state_of_both_pipelines_stays_small(client, served_api):
+    """What the console shows of each state, far under Step Functions' 256 KB."""
+    client.call("POST", "/runs", {"dataset": DATASET, "name": "small-states"})
+    client.call("POST", f"/campaigns/{campaign_demo.CAMPAIGN}/runs",
+                {"name": "small-states-fanout", "datasets": "all"})
+    sfn = served_api.emulator.client("stepfunctions")
+    largest = {}
+    for name in ("small-states", "small-states-fanout"):
+        run = follow(client, name)
+        assert run["status"] == "SUCCEEDED", run["cause"]
+        events = sfn.get_execution_history(executionArn=run["execution_arn"],
+                                           maxResults=1000)["events"]
+        largest[name] = max(len(e["stateExitedEventDetails"].get("output", ""))
+                            for e in events if "stateExitedEventDetails" in e)
+    assert all(size < 16 * 1024 for size in largest.values()), largest

@@ -221,15 +221,6 @@ def test_a_requested_fanout_trains_every_region_and_is_listed(client):
     assert client.get("/runs", pipeline="campaign")["runs"][0]["name"] == name
 
 
-def test_the_api_function_calls_only_what_its_role_allows(client, served_api):
-    client.get("/runs")
-    function = served_api.deployment.stack.resources["ApiFunction"]
-    calls = {function: lambda_inprocess.CALLS[function]}
-    assert {"states:DescribeExecution", "states:StartExecution",
-            "dynamodb:PutItem"} <= calls[function]
-    assert missing_permissions(served_api.deployment.stack, calls) == []
-
-
 def test_a_raw_request_gets_json_back(served_api):
     import urllib.request
 
@@ -253,3 +244,39 @@ def test_every_state_of_both_pipelines_stays_small(client, served_api):
         largest[name] = max(len(e["stateExitedEventDetails"].get("output", ""))
                             for e in events if "stateExitedEventDetails" in e)
     assert all(size < 16 * 1024 for size in largest.values()), largest
+
+
+def test_logs_come_from_the_main_nodes_stream_while_it_has_one(client, served_api):
+    """As the awslogs driver writes them on AWS (the emulated job writes none itself)."""
+    client.call("POST", "/runs", {"dataset": DATASET, "name": "streamed", "nodes": 2})
+    run = follow(client, "streamed")
+    emulator, stack = served_api.emulator, served_api.deployment.stack
+    (job,) = emulator.client("batch").list_jobs(
+        jobQueue=stack.outputs["TrainingJobQueueArn"],
+        filters=[{"name": "JOB_NAME", "values": ["streamed"]}])["jobSummaryList"]
+    main = emulator.client("batch").describe_jobs(jobs=[f"{job['jobId']}#0"])["jobs"][0]
+    stream = main["container"]["logStreamName"]
+    group = stack.resources["TrainingJobLogGroup"]
+    logs, now_ms = emulator.client("logs"), int(time.time() * 1000)
+    logs.create_log_stream(logGroupName=group, logStreamName=stream)
+    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
+        {"timestamp": now_ms + i, "message": f"epoch {i}: loss {2.0 / (i + 1):.3f}"}
+        for i in range(250)])
+
+    found = client.get("/runs/streamed/logs")
+    assert run["status"] == "SUCCEEDED"
+    assert found["log"]["source"] == f"cloudwatch-logs:{group}:{stream}"
+    lines = found["log"]["lines"]
+    assert len(lines) == 200 and lines[-1].startswith("epoch 249")
+
+
+def test_the_api_function_calls_only_what_its_role_allows(client, served_api):
+    client.get("/runs")
+    function = served_api.deployment.stack.resources["ApiFunction"]
+    calls = {function: lambda_inprocess.CALLS[function]}
+    # Last in this module: by now the function has done all it does.
+    assert {"states:DescribeExecution", "states:StartExecution", "states:ListExecutions",
+            "states:GetExecutionHistory", "dynamodb:PutItem", "batch:ListJobs",
+            "batch:DescribeJobs", "logs:GetLogEvents", "s3:GetObject",
+            "secretsmanager:GetSecretValue"} <= calls[function]
+    assert missing_permissions(served_api.deployment.stack, calls) == []

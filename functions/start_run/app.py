@@ -21,4 +21,5 @@ settings = TriggerSettings.from_env()
 @event_source(data_class=S3EventBridgeNotificationEvent)
 def lambda_handler(event: S3EventBridgeNotificationEvent, context: LambdaContext) -> dict[str, Any]:
     obj = event.detail.object
-    return start_from_upload(event.detail.bucket.name, obj.key, obj.etag or "", settings)
+    return start_from_upload(event.detail.bucket.name, obj.key, obj.etag or "", settings,
+                             obj.get("version-id"))

@@ -6,7 +6,12 @@ import hashlib
 from typing import Any
 
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import CampaignRepository, RegionRepository, RunRepository
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RegionRepository,
+    RunRepository,
+)
 from traingrid_local.emulator.session import Emulator
 from traingrid_local.environment import Deployment
 
@@ -49,19 +54,40 @@ def upload_and_mark(emulator: Emulator, deployment: Deployment) -> None:
     """Data lands in each region's campaign bucket; its _READY marker comes last. The clock
     is held: these few small uploads take seconds on AWS, not simulated minutes."""
     with emulator.paused():
-        _upload_and_mark(emulator, deployment)
+        for dataset in upload_data(emulator, deployment):
+            emulator.client("s3", dataset["region"]).put_object(
+                Bucket=dataset["bucket"], Key=dataset["prefix"] + "_READY", Body=b"")
 
 
-def _upload_and_mark(emulator: Emulator, deployment: Deployment) -> None:
+def upload_data(emulator: Emulator, deployment: Deployment) -> list[dict[str, Any]]:
+    """The campaign's data in each region's campaign bucket (no markers): what landed where."""
+    uploaded = []
     for region, stack in deployment.regional.items():
         s3 = emulator.client("s3", region)
         bucket, prefix = stack.outputs["CampaignBucketName"], f"campaigns/{CAMPAIGN}/{region}/"
+        size = 0
         for index in range(SHARDS_PER_REGION):
             name = f"drive-{index:04d}.tfrecord"
             block = hashlib.sha256(f"{region}/{name}".encode()).digest()
-            s3.put_object(Bucket=bucket, Key=prefix + name,
-                          Body=block * (SHARD_BYTES // len(block)))
-        s3.put_object(Bucket=bucket, Key=prefix + "_READY", Body=b"")
+            body = block * (SHARD_BYTES // len(block))
+            s3.put_object(Bucket=bucket, Key=prefix + name, Body=body)
+            size += len(body)
+        uploaded.append({"region": region, "bucket": bucket, "prefix": prefix,
+                         "objects": SHARDS_PER_REGION, "bytes": size})
+    return uploaded
+
+
+def register_without_markers(emulator: Emulator, deployment: Deployment) -> None:
+    """The campaign's data uploaded and registered in the database, with no fan-out started:
+    new data for scheduled retraining (``traingrid tick``) or a requested fan-out to train."""
+    with emulator.paused():
+        uploaded = upload_data(emulator, deployment)
+    with transaction(deployment.database_url) as session:
+        datasets = DatasetRepository(session)
+        for dataset in uploaded:
+            datasets.register(CAMPAIGN, dataset["region"],
+                              f"s3://{dataset['bucket']}/{dataset['prefix']}",
+                              dataset["objects"], dataset["bytes"])
 
 
 def region_jobs(database_url: str, execution_arn: str) -> list[dict[str, Any]]:

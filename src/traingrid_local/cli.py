@@ -1,24 +1,23 @@
-"""``traingrid``: TrainGrid from a terminal, on the embedded emulator."""
+"""``traingrid``: TrainGrid from a terminal, on the embedded emulator or a deployed stack."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from traingrid_local import cli_local, cli_runs
 from traingrid_local import demo as demo_runner
 from traingrid_local.emulator.faults import FAULTS
+from traingrid_local.terminal import stderr, stdout, step_of
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
-# Logs and pipes are read later, in wide windows: don't squeeze the report into 80 columns.
-stdout = Console(width=None if sys.stdout.isatty() else 120)
-stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+app.add_typer(cli_local.commands)
+app.add_typer(cli_runs.commands)
 
 
 def _duration(seconds: float) -> str:
@@ -35,12 +34,6 @@ def _progress_table(executions: list[dict[str, Any]]) -> Table:
     return table
 
 
-def step_of(state: str | None) -> str:
-    """A poll loop's states (WaitForX, CheckX, X?) are one step, X."""
-    name = (state or "Starting").removeprefix("WaitFor").removeprefix("Check").rstrip("?")
-    return name.removesuffix("Available").removesuffix("Done")
-
-
 class ProgressLines:
     """Without a terminal, one line each time a run moves on to a new step."""
 
@@ -49,7 +42,8 @@ class ProgressLines:
 
     def __call__(self, executions: list[dict[str, Any]]) -> None:
         for e in executions:
-            step = step_of(e["state"]) if e["status"] == "RUNNING" else e["status"]
+            step = step_of(e["state"] or "Starting") if e["status"] == "RUNNING" \
+                else e["status"]
             if self.last.get(e["name"]) != step:
                 self.last[e["name"]] = step
                 stderr.print(f"[{_duration(e['simulated_seconds']):>7}] {e['name']}: {step}",
@@ -179,37 +173,3 @@ def scenarios() -> None:
         what = FAULTS.get(name, "no fault") if scenario.faults else "no fault"
         ends = ", ".join(f"{p} {s}" for p, s in scenario.expected.items())
         stdout.print(f"{name:21} {what}\n{'':21} → {ends}")
-
-
-@app.command()
-def campaigns(
-    database_url: Annotated[str | None, typer.Option(
-        envvar="TRAINGRID_DATABASE_URL",
-        help="The campaign database (default: the last demo's).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """List campaigns, their datasets by region, and their last run."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository
-
-    url = database_url or f"sqlite:///{demo_runner.DEMO_DATABASE.resolve()}"
-    if database_url is None and not demo_runner.DEMO_DATABASE.exists():
-        stderr.print("error: no campaign database: run `traingrid demo` first, or pass "
-                     "--database-url")
-        raise typer.Exit(2)
-    with transaction(url) as session:
-        overview = CampaignRepository(session).overview()
-    if as_json:
-        print(json.dumps({"campaigns": overview}, indent=2, default=str))
-        return
-    for campaign in overview:
-        last = campaign.get("last_run") or {}
-        stdout.rule(f"{campaign['id']} · last run: {last.get('name', 'none')} "
-                    f"{last.get('status', '')}")
-        table = Table()
-        for column in ("region", "dataset", "objects", "bytes", "registered"):
-            table.add_column(column, overflow="fold")
-        for dataset in campaign["datasets"]:
-            table.add_row(dataset["region"], dataset["s3_uri"], str(dataset["objects"]),
-                          str(dataset["bytes"]), str(dataset["registered_at"]))
-        stdout.print(table)

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from traingrid.campaigns.request import FanoutRequest
 from traingrid.training.request import TrainingRunRequest
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
-SCHEMAS = {"training-run-request.schema.json": TrainingRunRequest}
+SCHEMAS = {"training-run-request.schema.json": TrainingRunRequest,
+           "campaign-fanout-request.schema.json": FanoutRequest}
 
 
 def render(model: Any) -> str:

@@ -183,3 +183,20 @@ def test_an_sqs_target_on_another_rule_still_receives_the_event(wiring: Wiring) 
     assert len(messages) == 1
     body = json.loads(messages[0]["Body"])
     assert body["detail"]["object"]["key"] == "runs/r1.manifest.json"
+
+
+def test_a_schedule_rule_receives_no_uploads(wiring: Wiring) -> None:
+    """moto matches a rule without a pattern to every event; AWS sends a schedule rule only
+    its schedule's events."""
+    wiring.events.put_rule(Name="nightly", ScheduleExpression="cron(0 2 * * ? *)")
+    wiring.events.put_targets(Rule="nightly", Targets=[
+        {"Id": "run", "Arn": wiring.machine_arn, "RoleArn": wiring.role}])
+
+    wiring.s3.put_object(Bucket="training-data", Key="runs/r1.manifest.json", Body=b"{}")
+
+    # The manifests rule records the event and starts one execution; nightly starts none.
+    wait_until(wiring.recorded, what="the recorded event")
+    [execution] = wait_until(wiring.executions, what="an execution")
+    payload = json.loads(wiring.sfn.describe_execution(
+        executionArn=execution["executionArn"])["input"])
+    assert payload["detail"]["object"]["key"] == "runs/r1.manifest.json"

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from traingrid_local import campaign_demo, report
+from traingrid_local.client import ApiClient
 from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, upload_sample_dataset, wait_for_runs
 from traingrid_local.emulator import batch, lambda_inprocess, sagemaker
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
 from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
+from traingrid_local.serve import served
 
 SPEED = 4000.0
 
@@ -93,3 +95,23 @@ def run_campaign(emulated):
         return finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
     return run
+
+
+
+@pytest.fixture(scope="module")
+def served_api(tmp_path_factory):
+    """`traingrid serve` for a test module: the seeded emulator, the API on a free loopback
+    port; closed (server, then emulator) after the module's last test."""
+    saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
+    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = 3600
+    database = tmp_path_factory.mktemp("api") / "campaigns.sqlite"
+    try:
+        with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}") as api:
+            yield api
+    finally:
+        batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+
+
+@pytest.fixture
+def client(served_api):
+    return ApiClient(served_api.url, timeout=30)

@@ -27,7 +27,7 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     execution = outcome.execution
     assert (execution["state_machine"], execution["status"]) == (
         "CampaignFanout", "SUCCEEDED"), (execution["error"], execution["cause"])
-    assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}", execution["name"])
+    assert re.fullmatch(rf"{CAMPAIGN}-\d{{8}}T\d{{4}}-[0-9a-f]{{12}}", execution["name"])
     jobs = jobs_by_data_region(outcome)
     assert set(jobs) == REGIONS
     for region, job in jobs.items():

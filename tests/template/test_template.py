@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from traingrid.api import resolver
+from traingrid.campaigns.request import FanoutRequest
+from traingrid.settings import ApiSettings
 from traingrid.training.plan import job_environment
 from traingrid.training.request import TrainingRunRequest
 from traingrid_local.emulator.deploy import (
@@ -30,6 +34,7 @@ PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
 # Actions that AWS does not scope to resources (their Resource must be "*").
 UNSCOPED_ACTIONS = {
     "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks", "batch:DescribeJobs",
+    "batch:ListJobs",
     "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs",
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
@@ -235,16 +240,19 @@ def test_every_function_folder_has_a_thin_handler(template):
 
 
 DATABASE_FUNCTIONS = {"register_dataset", "plan_fanout", "record_region_job", "finish_fanout",
-                      "migrate_database"}
+                      "migrate_database", "retrain_campaigns"}
+IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency"
 
 
 @pytest.mark.parametrize("function", sorted(p.name for p in (ROOT / "functions").iterdir()))
 def test_only_database_functions_load_sqlalchemy_at_cold_start(function):
-    """Import the handler as Lambda does and look at what got loaded."""
+    """Import the handler as Lambda does and look at what got loaded. The API function reads
+    the database too, but loads SQLAlchemy only when a campaign route needs it; it alone loads
+    the idempotency utility."""
     code = ("import importlib.util, sys; "
             "spec = importlib.util.spec_from_file_location('app', sys.argv[1]); "
             "spec.loader.exec_module(importlib.util.module_from_spec(spec)); "
-            "print(sorted(m for m in ('sqlalchemy', 'moto', 'traingrid_local') "
+            f"print(sorted(m for m in ('sqlalchemy', 'moto', 'traingrid_local', '{IDEMPOTENCY}') "
             "if m in sys.modules))")
     result = subprocess.run(
         [sys.executable, "-c", code, str(ROOT / "functions" / function / "app.py")],
@@ -255,6 +263,7 @@ def test_only_database_functions_load_sqlalchemy_at_cold_start(function):
     loaded = json.loads(result.stdout.strip().replace("'", '"'))
     assert "moto" not in loaded and "traingrid_local" not in loaded
     assert ("sqlalchemy" in loaded) == (function in DATABASE_FUNCTIONS), f"{function}: {loaded}"
+    assert (IDEMPOTENCY in loaded) == (function == "api"), f"{function}: {loaded}"
 
 
 def test_runtime_never_imports_local_only_code():
@@ -285,3 +294,110 @@ def test_json_schemas_are_generated_from_the_models():
 def test_schema_example_is_a_valid_request():
     example = json.loads((SCHEMA_DIR / "examples/training-run-request.json").read_text())
     assert TrainingRunRequest.model_validate(example).nodes == example["nodes"]
+
+
+# --- The API -----------------------------------------------------------------------------------
+
+OPENAPI = ROOT / "schema" / "openapi.yaml"
+
+
+def _rest_api(translated) -> dict[str, Any]:
+    (api,) = [r["Properties"] for r in translated["Resources"].values()
+              if r["Type"] == "AWS::ApiGateway::RestApi"]
+    return api
+
+
+def _operations(paths: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(method.upper(), path): operation for path, methods in paths.items()
+            for method, operation in methods.items()
+            if method in ("get", "post", "put", "patch", "delete")}
+
+
+def test_every_api_method_requires_a_signed_iam_request(translated):
+    body = _rest_api(translated)["Body"]
+    scheme = body["components"]["securitySchemes"]["AWS_IAM"]
+    assert scheme["x-amazon-apigateway-authtype"] == "awsSigv4"
+    operations = _operations(body["paths"])
+    assert operations
+    for route, operation in operations.items():
+        assert operation["security"] == [{"AWS_IAM": []}], route
+        integration = operation["x-amazon-apigateway-integration"]
+        # API Gateway invokes the function itself; callers need no lambda:InvokeFunction.
+        assert integration["type"] == "aws_proxy" and "credentials" not in integration, route
+
+
+def test_the_api_is_regional_traced_logged_and_open_only_to_its_account(template, translated):
+    api = _rest_api(translated)
+    assert api["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
+    statements = api["Body"]["x-amazon-apigateway-policy"]["Statement"]
+    assert statements and all(s["Principal"] == {"AWS": [{"Ref": "AWS::AccountId"}]}
+                              for s in statements if s["Effect"] == "Allow")
+    (stage,) = [r["Properties"] for r in translated["Resources"].values()
+                if r["Type"] == "AWS::ApiGateway::Stage"]
+    assert stage["TracingEnabled"] is True
+    assert stage["AccessLogSetting"]["DestinationArn"] == {
+        "Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    table = template["Resources"]["IdempotencyTable"]["Properties"]
+    assert table["SSESpecification"] == {"SSEEnabled": True}
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+
+
+def _resolver_routes() -> set[tuple[str, str]]:
+    settings = ApiSettings(DATA_BUCKET="b", TRAINING_RUN_STATE_MACHINE_ARN="t",
+                           CAMPAIGN_FANOUT_STATE_MACHINE_ARN="c", IDEMPOTENCY_TABLE="i",
+                           DATABASE_SECRET_ARN="s")
+    app = resolver.build(settings)
+    return {(r.method, r.openapi_path) for r in app._static_routes + app._dynamic_routes}
+
+
+def test_openapi_document_template_and_function_routes_agree(monkeypatch, template):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    document = yaml.safe_load(OPENAPI.read_text())
+    documented = set(_operations(document["paths"]))
+    events = template["Resources"]["ApiFunction"]["Properties"]["Events"].values()
+    declared = {(e["Properties"]["Method"].upper(), e["Properties"]["Path"]) for e in events
+                if e["Type"] == "Api"}
+    assert documented == declared == _resolver_routes()
+
+
+def test_openapi_document_uses_the_generated_request_schemas():
+    document = yaml.safe_load(OPENAPI.read_text())
+    bodies = {route: operation["requestBody"]["content"]["application/json"]
+              for route, operation in _operations(document["paths"]).items()
+              if "requestBody" in operation}
+    assert bodies[("POST", "/runs")]["schema"]["$ref"] == "./training-run-request.schema.json"
+    assert bodies[("POST", "/campaigns/{campaign_id}/runs")]["schema"]["$ref"] == (
+        "./campaign-fanout-request.schema.json")
+    for content in bodies.values():
+        for ref in (content["schema"]["$ref"], content["example"]["$ref"]):
+            assert (OPENAPI.parent / ref).is_file(), ref
+    assert set(SCHEMAS) <= {c["schema"]["$ref"].removeprefix("./") for c in bodies.values()}
+
+
+def test_fanout_example_is_a_valid_request():
+    example = json.loads((SCHEMA_DIR / "examples/campaign-fanout-request.json").read_text())
+    assert FanoutRequest.model_validate(example).datasets == "all"
+
+
+def test_retraining_runs_on_a_schedule_parameter(template, translated):
+    function = template["Resources"]["RetrainCampaignsFunction"]["Properties"]
+    (event,) = function["Events"].values()
+    assert event["Type"] == "Schedule"
+    assert event["Properties"]["Schedule"] == {"Ref": "RetrainSchedule"}
+    assert template["Parameters"]["RetrainSchedule"]["Default"].startswith("cron(")
+    rules = [r["Properties"] for r in translated["Resources"].values()
+             if r["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in r["Properties"]]
+    assert [r["ScheduleExpression"] for r in rules] == [{"Ref": "RetrainSchedule"}]
+
+
+def test_state_machines_log_and_trace(template):
+    for logical_id, (props, _) in state_machines(template).items():
+        assert props["Tracing"] == {"Enabled": True}, logical_id
+        assert props["Logging"]["Level"] == {"Ref": "StateMachineLogLevel"}, logical_id
+        (destination,) = props["Logging"]["Destinations"]
+        group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+        retention = template["Resources"][group]["Properties"]["RetentionInDays"]
+        assert retention == {"Ref": "LogRetentionDays"}, logical_id
+    outputs = template["Outputs"]
+    assert {"ApiUrl", "TrainingRunConsoleUrl", "CampaignFanoutConsoleUrl"} <= set(outputs)

@@ -99,6 +99,13 @@ def test_next_region_follows_the_plan_then_gives_up_naming_every_region():
 
 def test_markers_of_one_window_share_one_fanout():
     first = datetime(2026, 11, 21, 13, 1, tzinfo=UTC)
-    assert fanout_name("sf", first, 15) == "sf-20261121T1300"
-    assert fanout_name("sf", first.replace(minute=14), 15) == "sf-20261121T1300"
-    assert fanout_name("sf", first.replace(minute=15), 15) == "sf-20261121T1315"
+    name = fanout_name("sf", first, 15)
+    assert re.fullmatch(r"sf-20261121T1300-[0-9a-f]{12}", name)
+    assert fanout_name("sf", first.replace(minute=14), 15) == name
+    assert fanout_name("sf", first.replace(minute=15), 15).startswith("sf-20261121T1315-")
+
+
+def test_scheduled_and_marker_fanouts_of_one_window_differ():
+    moment = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+    assert fanout_name("sf", moment, 60, "schedule") != fanout_name("sf", moment, 60)
+    assert fanout_name("sf", moment, 60, "schedule").startswith("sf-20261121T0200-")

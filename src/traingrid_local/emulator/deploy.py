@@ -3,7 +3,9 @@
 The same three steps as ``sam deploy``: package local code and definitions into an artifacts
 bucket (what ``sam package`` does), transform the SAM template offline with
 aws-sam-translator, and create the CloudFormation stack (moto CloudFormation, with the
-adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``).
+adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``). The API
+Gateway resources SAM generates are left out (:mod:`traingrid_local.emulator.api_gateway` says
+why); ``traingrid serve`` stands in for them.
 
 moto has no model for a few declared types (bucket policy, placement group, security-group
 rules, Lambda permissions); it skips them. They change nothing the emulator executes, and
@@ -16,6 +18,7 @@ import copy
 import hashlib
 import io
 import json
+import logging
 import os
 import zipfile
 from collections.abc import Callable
@@ -28,6 +31,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
+from traingrid_local.emulator.api_gateway import without_api_gateway
 from traingrid_local.emulator.session import Emulator
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -52,6 +56,8 @@ class Stack:
     outputs: dict[str, str]
     resources: dict[str, str]  # logical id → physical id
     template: dict[str, Any]  # as translated
+    # What the emulator could not create (logical ids, "Outputs.<key>"), see api_gateway.
+    left_out: tuple[str, ...] = ()
 
     def state_machine_arn(self, logical_id: str) -> str:
         return self.resources[logical_id]
@@ -127,6 +133,9 @@ def package(template: dict[str, Any], upload: Upload, root: Path = PROJECT_ROOT)
 def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, Any]:
     """The SAM transform, offline: a session that only names the region, no managed-policy
     lookups (the template names managed policies by ARN)."""
+    # Offline there is no feature toggle configuration to read; the translator says so on
+    # every Api with an OpenApiVersion, and goes on with the defaults, as sam deploy does.
+    logging.getLogger("samtranslator.feature_toggle").setLevel(logging.ERROR)
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
     return translator.translate(
         copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict
@@ -156,6 +165,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
         s3.create_bucket(Bucket=ARTIFACTS_BUCKET, **_location(region))
         template = translate(package(template, lambda key, body: s3.put_object(
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
+    template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
     values = (_network(emulator, region) if "VpcId" in declared else {}) | (parameters or {})
     cfn = emulator.client("cloudformation", region)
@@ -175,7 +185,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
         if r["LogicalResourceId"]  # moto lists the types it skipped with empty ids
     }
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
-    return Stack(stack_name, outputs, resources, template)
+    return Stack(stack_name, outputs, resources, template, tuple(left_out))
 
 
 def _location(region: str) -> dict[str, Any]:

@@ -8,8 +8,10 @@ cannot hide another, with ``Input``/``InputPath`` honoured. An event forwarded t
 in another region keeps its envelope (``region``, ``id``, ``time``), as AWS keeps it; moto
 re-creates it in the target region. S3 events are also given the shape AWS sends: one ``id``,
 an ISO ``time`` (on the simulated clock, like every other time in the emulator) and
-``detail.object.etag``. :func:`emit` publishes the events AWS services send on their own
-(Batch job state changes).
+``detail.object.etag``. A schedule rule (no event pattern) receives no events at all: moto
+matches an empty pattern to every event, AWS sends such a rule only its schedule's events
+(which never fire in the emulator; ``traingrid tick`` fires them). :func:`emit` publishes the
+events AWS services send on their own (Batch job state changes).
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
 
 def _send_to_targets(self: Rule, original_event: dict[str, Any],
                      transform_input: bool = True) -> None:
+    if self.scheduled_expression and not self.event_pattern.dump():
+        return  # a schedule rule: only its schedule sends it events
     event = as_aws_sends_it(original_event)
     if not self.event_pattern.matches_event(event):
         return

@@ -11,3 +11,10 @@ def now() -> datetime:
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def service_now() -> datetime:
+    """The wall clock: the time AWS services stamp on what they report (execution start times,
+    S3 LastModified). The emulator simulates ``now`` for TrainGrid's own timestamps, but not
+    the services' stamps, and what is compared with those must come from this clock."""
+    return datetime.now(UTC)

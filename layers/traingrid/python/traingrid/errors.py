@@ -25,6 +25,26 @@ class RequestInvalid(TrainGridError):
         super().__init__(f"Invalid {source} ({len(problems)} problem(s)): {listed}")
 
 
+class NotFound(TrainGridError):
+    """What the caller named does not exist (the API answers 404)."""
+
+
+class RunNotFound(NotFound):
+    """No TrainingRun or CampaignFanout execution has this name."""
+
+
+class RunConflict(TrainGridError):
+    """A run of this name exists, started by a different request (the API answers 409)."""
+
+
+class IdempotencyKeyReused(TrainGridError):
+    """An Idempotency-Key came back with a different request than the first time (422)."""
+
+
+class RequestInProgress(TrainGridError):
+    """The first request with this Idempotency-Key has not finished yet (409; retry)."""
+
+
 class DatasetNotFound(TrainGridError):
     """The dataset prefix holds no objects."""
 

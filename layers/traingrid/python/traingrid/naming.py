@@ -1,18 +1,30 @@
 """Names of runs: readable, valid everywhere a run's name goes, and deterministic.
 
-A run started by an S3 upload is named from the object (bucket, key, ETag), so an event that is
-delivered twice, or the same manifest uploaded again, maps to the same Step Functions execution
-name and can never start a second run.
+Every execution TrainGrid starts is named ``<subject>-<yyyymmddTHHMM>-<hash>``: what it trains
+(the dataset's last two prefix segments, or the campaign), when (UTC, to the minute), and a
+hash of what identifies the request. The same request always maps to the same name, and Step
+Functions refuses a second execution of one name, so a repeated trigger never starts a second
+run.
+
+A run started by an S3 upload is named from the object: its time is the object's
+``LastModified`` (read with the manifest itself, never the event's time, which a redelivery
+changes) and its hash covers bucket, key and ETag. A redelivered event, or the same manifest
+uploaded again within the same minute, maps to the same name.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC, datetime, timedelta
 
 # Step Functions execution names: ≤ 80 chars. Batch job names: ≤ 128 of [A-Za-z0-9_-].
 MAX_NAME = 80
 HASH_CHARS = 12
+TIMESTAMP_FORMAT = "%Y%m%dT%H%M"
+TIMESTAMP_CHARS = len("20261121T1300")
+# "<subject>-<timestamp>-<hash>"
+MAX_SUBJECT = MAX_NAME - TIMESTAMP_CHARS - HASH_CHARS - 2
 _NOT_NAME_CHAR = re.compile(r"[^a-z0-9]+")
 
 
@@ -27,17 +39,35 @@ def digest(*parts: str) -> str:
     return hashlib.sha256(joined).hexdigest()[:HASH_CHARS]
 
 
+def window_start(moment: datetime, minutes: int) -> datetime:
+    """The start of the ``minutes``-long window (counted from midnight UTC) holding ``moment``."""
+    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    midnight = moment.replace(hour=0, minute=0)
+    return moment - (moment - midnight) % timedelta(minutes=minutes)
+
+
+def execution_name(subject: str, moment: datetime, *identity: str) -> str:
+    """``<slug of subject>-<yyyymmddTHHMM of moment, UTC>-<hash of identity and moment>``.
+
+    For example ``imagenet2012-resized-20261121T1300-57b1caf1bd02``.
+    """
+    minute = moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+    return f"{slug(subject, MAX_SUBJECT)}-{minute}-{digest(*identity, minute)}"
+
+
 def prefix_of(key: str) -> str:
     """The prefix a manifest stands for: everything up to its last '/' (with the slash)."""
     return key.rpartition("/")[0] + "/" if "/" in key else ""
 
 
-def run_name_for_object(bucket: str, key: str, etag: str) -> str:
-    """``<last two prefix segments>-<hash of bucket, key and ETag>``.
+def dataset_subject(bucket: str, prefix: str) -> str:
+    """What a run over ``s3://bucket/prefix`` is called: the prefix's last two segments."""
+    segments = [s for s in prefix.split("/") if s][-2:]
+    return "-".join(segments) or bucket
 
-    For example ``imagenet2012-resized-57b1caf1bd02``.
-    """
-    segments = [s for s in prefix_of(key).split("/") if s][-2:]
-    readable = slug("-".join(segments) or bucket, MAX_NAME - HASH_CHARS - 1)
-    etag = etag.strip('"')  # S3 events omit the quotes that HeadObject includes
-    return f"{readable}-{digest(bucket, key, etag)}"
+
+def run_name_for_object(bucket: str, key: str, etag: str, last_modified: datetime) -> str:
+    """The run a manifest object asks for: ``<prefix>-<its LastModified>-<hash>``."""
+    etag = etag.strip('"')  # S3 events omit the quotes that GetObject includes
+    return execution_name(dataset_subject(bucket, prefix_of(key)), last_modified,
+                          "s3", bucket, key, etag)

@@ -69,3 +69,30 @@ class CompletionSettings(BaseModel):
     @classmethod
     def from_env(cls) -> Self:
         return cls.model_validate(dict(os.environ))
+
+
+class ApiSettings(Settings):
+    """The API function: both pipelines, the idempotency table, where training logs are and
+    the campaign database (used only by the campaign routes)."""
+
+    training_run_state_machine_arn: str = Field(alias="TRAINING_RUN_STATE_MACHINE_ARN")
+    campaign_fanout_state_machine_arn: str = Field(alias="CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
+    idempotency_table: str = Field(alias="IDEMPOTENCY_TABLE")
+    training_job_queue: str | None = Field(default=None, alias="TRAINING_JOB_QUEUE")
+    training_job_log_group: str | None = Field(default=None, alias="TRAINING_JOB_LOG_GROUP")
+    database_secret_arn: str = Field(alias="DATABASE_SECRET_ARN")
+    database_host: str | None = Field(default=None, alias="DATABASE_HOST")
+    database_name: str | None = Field(default=None, alias="DATABASE_NAME")
+
+    @property
+    def database(self) -> DatabaseSettings:
+        return DatabaseSettings(database_secret_arn=self.database_secret_arn,
+                                database_host=self.database_host,
+                                database_name=self.database_name)
+
+
+class RetrainSettings(DatabaseSettings):
+    campaign_fanout_state_machine_arn: str = Field(alias="CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
+    # Fires of the schedule within one window start at most one fan-out per campaign.
+    retrain_window_minutes: int = Field(default=60, ge=1, le=24 * 60,
+                                        alias="RETRAIN_WINDOW_MINUTES")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -12,28 +13,62 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def json_pointer(location: tuple[int | str, ...]) -> str:
-    """RFC 6901 pointer for a pydantic error location (``("fsx", "deployment_type")``)."""
+    """RFC 6901 pointer for a path of keys and indexes (``("fsx", "deployment_type")``)."""
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in location]
     return "".join(f"/{p}" for p in parts)
 
 
-def problems_of(error: ValidationError) -> list[dict[str, str]]:
+def _has(node: Any, step: int | str) -> bool:
+    if isinstance(node, dict):
+        return step in node
+    return isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node)
+
+
+def location_in(data: Any, location: tuple[int | str, ...], missing: bool) -> tuple[Any, ...]:
+    """The part of pydantic's error location that is a path in the input.
+
+    pydantic adds steps that are not in the input: the member of a union it tried (``str``,
+    ``int``), ``[key]`` for a mapping's key. The path follows the input as far as it goes; a
+    missing member adds its own name, the one step the input cannot have.
+    """
+    path: list[Any] = []
+    node = data
+    for step in location:
+        if not _has(node, step):
+            if missing and isinstance(node, dict) and step != "[key]":
+                path.append(step)
+            break
+        node = node[step]
+        path.append(step)
+    return tuple(path)
+
+
+def problems_of(error: ValidationError, data: Any = None) -> list[dict[str, str]]:
     problems = []
     for item in error.errors(include_url=False):
         # Model validators report at the model itself; their message carries its own context.
         message = item["msg"].removeprefix("Value error, ")
-        problems.append({"pointer": json_pointer(item["loc"]), "message": message})
+        location = location_in(data, item["loc"], item["type"] == "missing")
+        problem = {"pointer": json_pointer(location), "message": message}
+        if problem not in problems:  # one per place: a union reports each member it tried
+            problems.append(problem)
     return problems
 
 
-def parse(model: type[ModelT], data: Any, source: str = "request") -> ModelT:
-    """Validate ``data`` against ``model``; raise RequestInvalid listing every problem."""
+def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool = True) -> ModelT:
+    """Validate ``data`` against ``model``; raise RequestInvalid listing every problem.
+
+    A JSON document is read strictly, as its JSON Schema reads it (no ``"4"`` for 4, no
+    ``true`` for 1); ``strict=False`` is for text that stands for values (query strings).
+    """
     if not isinstance(data, dict):
         raise RequestInvalid(
             [{"pointer": "", "message": f"expected a JSON object, got {type(data).__name__}"}],
             source,
         )
     try:
+        if strict:
+            return model.model_validate_json(json.dumps(data), strict=True)
         return model.model_validate(data)
     except ValidationError as error:
-        raise RequestInvalid(problems_of(error), source) from None
+        raise RequestInvalid(problems_of(error, data), source) from None

@@ -21,3 +21,23 @@ def terminate_job(job_id: str, reason: str) -> None:
     # Batch caps the reason; the full diagnosis stays in the execution's output.
     with translated("Batch", "TerminateJob"):
         client("batch").terminate_job(jobId=job_id, reason=reason[:255])
+
+
+def find_job_by_name(job_queue: str, name: str) -> dict[str, Any] | None:
+    """The newest job of that name in the queue (a run's job is named after the run)."""
+    with translated("Batch", "ListJobs"):
+        jobs = client("batch").list_jobs(
+            jobQueue=job_queue, filters=[{"name": "JOB_NAME", "values": [name]}]
+        )["jobSummaryList"]
+    return max(jobs, key=lambda j: j.get("createdAt", 0)) if jobs else None
+
+
+def main_node_log_stream(job_id: str) -> str | None:
+    """The CloudWatch Logs stream of a multi-node job's main node, once it has one."""
+    job = describe_job(job_id)
+    main = (job.get("nodeProperties") or {}).get("mainNode", 0)
+    try:
+        node = describe_job(f"{job_id}#{main}")
+    except ResourceNotFound:
+        node = job
+    return (node.get("container") or {}).get("logStreamName")

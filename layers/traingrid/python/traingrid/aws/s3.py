@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from traingrid.aws.clients import client
 from traingrid.aws.errors import translated
+from traingrid.errors import ResourceNotFound
 
 
 def objects_under(bucket: str, prefix: str, region: str | None = None
@@ -20,14 +23,35 @@ def objects_under(bucket: str, prefix: str, region: str | None = None
                 yield {"key": item["Key"], "size": item["Size"], "etag": item["ETag"].strip('"')}
 
 
-def read_json(bucket: str, key: str, max_bytes: int = 256 * 1024) -> Any:
-    """Parse a small JSON object. Raises ValueError when it is too large or not JSON."""
+@dataclass(frozen=True)
+class JsonObject:
+    document: Any
+    last_modified: datetime
+
+
+def get_json(bucket: str, key: str, version_id: str | None = None,
+             max_bytes: int = 256 * 1024) -> JsonObject:
+    """A small JSON object (one version of it, if given) and when it was written. Raises
+    ValueError when it is too large or not JSON."""
+    version = {"VersionId": version_id} if version_id else {}
     with translated("S3", "GetObject"):
-        body = client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes}")
-        data = body["Body"].read()
+        response = client("s3").get_object(Bucket=bucket, Key=key,
+                                           Range=f"bytes=0-{max_bytes}", **version)
+        data = response["Body"].read()
     if len(data) > max_bytes:
         raise ValueError(f"s3://{bucket}/{key} is larger than {max_bytes} bytes")
-    return json.loads(data or b"{}")
+    return JsonObject(json.loads(data or b"{}"), response["LastModified"])
+
+
+def read_text_tail(bucket: str, key: str, max_bytes: int = 64 * 1024) -> str | None:
+    """The last ``max_bytes`` of a text object, or None if there is no such object."""
+    try:
+        with translated("S3", "GetObject"):
+            response = client("s3").get_object(Bucket=bucket, Key=key,
+                                               Range=f"bytes=-{max_bytes}")
+    except ResourceNotFound:
+        return None
+    return response["Body"].read().decode("utf-8", "replace")
 
 
 def write_json(bucket: str, key: str, document: Any) -> str:

@@ -17,7 +17,7 @@ def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> di
     Returns ``{"execution_arn", "started"}``; ``started`` is False for a duplicate.
     """
     sfn = client("stepfunctions")
-    execution_arn = f"{state_machine_arn.replace(':stateMachine:', ':execution:')}:{name}"
+    arn = execution_arn(state_machine_arn, name)
     try:
         response = sfn.start_execution(
             stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
@@ -26,7 +26,7 @@ def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> di
         if error.response["Error"]["Code"] != "ExecutionAlreadyExists":
             with translated("StepFunctions", "StartExecution"):
                 raise
-        return {"execution_arn": execution_arn, "started": False}
+        return {"execution_arn": arn, "started": False}
     return {"execution_arn": response["executionArn"], "started": True}
 
 
@@ -45,3 +45,40 @@ def complete_task(token: str, output: Any) -> bool:
         with translated("StepFunctions", "SendTaskSuccess"):
             raise
     return True
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN an execution of ``name`` has (or would have) on that state machine."""
+    return f"{state_machine_arn.replace(':stateMachine:', ':execution:')}:{name}"
+
+
+def describe_execution(arn: str) -> dict[str, Any]:
+    """DescribeExecution; ResourceNotFound when there is no such execution."""
+    with translated("StepFunctions", "DescribeExecution"):
+        return client("stepfunctions").describe_execution(executionArn=arn)
+
+
+def execution_history(arn: str, max_events: int = 5000) -> list[dict[str, Any]]:
+    """The execution's events, oldest first (at most ``max_events`` of them)."""
+    sfn, events, token = client("stepfunctions"), [], None
+    with translated("StepFunctions", "GetExecutionHistory"):
+        while len(events) < max_events:
+            page = sfn.get_execution_history(
+                executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
+            events += page["events"]
+            token = page.get("nextToken")
+            if not token:
+                break
+    return events[:max_events]
+
+
+def list_executions(state_machine_arn: str, max_results: int, token: str | None = None,
+                    status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of executions (of one status, if given), newest first, and the token of the
+    next page (None at the end)."""
+    optional = {"nextToken": token, "statusFilter": status}
+    with translated("StepFunctions", "ListExecutions"):
+        page = client("stepfunctions").list_executions(
+            stateMachineArn=state_machine_arn, maxResults=max_results,
+            **{k: v for k, v in optional.items() if v})
+    return page["executions"], page.get("nextToken")

@@ -3,7 +3,7 @@ record, finish. Only the functions that run these load SQLAlchemy."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from traingrid import clock
@@ -20,21 +20,23 @@ from traingrid.db.repositories import (
     RunRepository,
 )
 from traingrid.errors import RequestInvalid
+from traingrid.naming import execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, RegistrationSettings
 from traingrid.training.failures import readable
 
 
-def _url(settings: DatabaseSettings) -> str:
+def connection_url(settings: DatabaseSettings) -> str:
     return database_url(settings.database_secret_arn, settings.database_host,
                         settings.database_name)
 
 
-def fanout_name(campaign: str, moment: datetime, settle_minutes: int) -> str:
-    """``<campaign>-<yyyymmddTHHMM>`` of the settle window: markers of one window, one run."""
-    window = timedelta(minutes=settle_minutes)
-    start = moment - (moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)) % window
-    return f"{campaign}-{start:%Y%m%dT%H%M}"
+def fanout_name(campaign: str, moment: datetime, window_minutes: int,
+                source: str = "marker") -> str:
+    """``<campaign>-<yyyymmddTHHMM>-<hash>`` of the window holding ``moment``: what one source
+    (markers, the schedule) starts for a campaign within one window is one run. Sources get
+    different names, so a scheduled fan-out never collides with a marker's."""
+    return execution_name(campaign, window_start(moment, window_minutes), source, campaign)
 
 
 def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
@@ -50,7 +52,7 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
         return {"status": "rejected", "reason": invalid.message}
     objects = [o for o in s3.objects_under(bucket, marker.prefix, region)
                if not o["key"].endswith(MARKER_NAME)]
-    with transaction(_url(settings)) as session:
+    with transaction(connection_url(settings)) as session:
         CampaignRepository(session).ensure(marker.campaign)
         dataset, created = DatasetRepository(session).register(
             marker.campaign, marker.region, marker.s3_uri, len(objects),
@@ -73,33 +75,52 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
 
 def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
                 max_concurrency: int) -> dict[str, Any]:
-    """Start the run's record and plan one job per region over the campaign's new data."""
+    """Start the run's record and plan one job per region over the campaign's new data (or
+    all of it, and with other options, when the fan-out was requested so: ``input.options``,
+    the fields of a FanoutRequest)."""
     campaign_id, name = event["campaign"], event["execution_name"]
-    with transaction(_url(settings)) as session:
+    options = (event.get("input") or {}).get("options") or {}
+    with transaction(connection_url(settings)) as session:
         campaign = CampaignRepository(session).get(campaign_id)
         if campaign is None:
             raise RequestInvalid([{"pointer": "/campaign", "message": "no such campaign"}])
         runs = RunRepository(session)
-        run = runs.start(campaign_id, name, event["execution_arn"], campaign.placement,
-                         clock.now())
-        datasets = DatasetRepository(session).new_since_last_success(campaign_id)
-        plans = (plan_campaign(session, campaign_id, datasets=[d.id for d in datasets])
-                 if datasets else [])
+        placement = options.get("placement") or campaign.placement
+        run = runs.start(campaign_id, name, event["execution_arn"], placement, clock.now())
+        plans = _plan(session, campaign_id, options)
         runs.add_planned_jobs(run, plans)
         regions = RegionRepository(session)
         buckets = {code: regions.get(code).artifact_bucket
                    for p in plans for code in (p.region, *p.fallbacks)}
-        hyperparameters = dict(campaign.hyperparameters or {})
+        hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
+            "hyperparameters", {})
     jobs = []
     for plan in plans:
         job = plan.as_dict()
         # "reason" is the branch's latest failure from here on; the plan's is kept apart.
         job["placement_reason"] = job.pop("reason")
         jobs.append(job | {"hyperparameters": hyperparameters, "attempt": 1, "tried": [],
-                           "buckets": {c: buckets[c] for c in (plan.region, *plan.fallbacks)},
                            "status": "PLANNED"})
-    return {"run": name, "placement": str(run.placement), "jobs": jobs,
+    # Artifact buckets once for the run, not in every job: the state stays small with many
+    # regions (each job may fall back to any of them).
+    return {"run": name, "placement": str(run.placement), "jobs": jobs, "buckets": buckets,
             "max_concurrency": max_concurrency}
+
+
+def _plan(session: Any, campaign_id: str, options: dict[str, Any]) -> list[Any]:
+    overrides = {k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
+    if options.get("datasets", "new") == "all":
+        return plan_campaign(session, campaign_id, **overrides)
+    datasets = DatasetRepository(session).new_since_last_success(campaign_id)
+    if not datasets:
+        return []
+    return plan_campaign(session, campaign_id, datasets=[d.id for d in datasets], **overrides)
+
+
+def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
+    """Every campaign with its datasets by region and its last run."""
+    with transaction(connection_url(settings)) as session:
+        return CampaignRepository(session).overview()
 
 
 def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
@@ -117,7 +138,7 @@ def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict
         "moves": [t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
         "cause": cause if status != "Completed" else None,
     }
-    with transaction(_url(settings)) as session:
+    with transaction(connection_url(settings)) as session:
         RunRepository(session).record_job(
             event["execution_arn"], job["requested_region"], status=status,
             region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
@@ -134,8 +155,12 @@ def _parse(text: str | None) -> datetime | None:
 
 
 def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
-    """The run's outcome: it fails only if a region finally failed, naming which and why."""
-    state, results = event["state"], event["state"].get("results") or []
+    """The run's outcome: it fails only if a region finally failed, naming which and why.
+
+    After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
+    """
+    state = event["state"]
+    results = (state.get("plan") or {}).get("jobs") or []
     failed = [r for r in results if r["status"] != "Completed"]
     if "failure" in state:
         error, cause = readable(state["failure"])
@@ -149,7 +174,7 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
         error, cause = None, None
     status = "FAILED" if error else "SUCCEEDED"
     try:
-        with transaction(_url(settings)) as session:
+        with transaction(connection_url(settings)) as session:
             RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
     except RecordNotFound:  # planning failed before the run was recorded: nothing to finish
         logger.warning("no run recorded for this execution", extra={"cause": cause})

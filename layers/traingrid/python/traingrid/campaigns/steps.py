@@ -16,12 +16,13 @@ from traingrid.settings import LaunchSettings
 from traingrid.training.polling import Poll
 
 
-def stage_input(job: dict[str, Any], campaign: str) -> str:
-    """The job's input in its own region: the data, or a copy of it when it trains elsewhere."""
+def stage_input(job: dict[str, Any], campaign: str, buckets: dict[str, str]) -> str:
+    """The job's input in its own region: the data, or a copy of it when it trains elsewhere
+    (in that region's artifact bucket, ``buckets`` by region)."""
     if job["region"] == job["requested_region"]:
         return job["s3_uri"]
     source_bucket, _, source_prefix = job["s3_uri"].removeprefix("s3://").partition("/")
-    bucket = job["buckets"][job["region"]]
+    bucket = buckets[job["region"]]
     prefix = f"campaigns/{campaign}/{job['requested_region']}/"
     s3.copy_prefix(source_bucket, source_prefix, bucket, prefix, job["region"],
                    job["requested_region"], skip_suffix=MARKER_NAME)
@@ -33,8 +34,8 @@ def launch_region_job(event: dict[str, Any], settings: LaunchSettings,
     job, campaign, execution = event["job"], event["campaign"], event["execution_name"]
     region = job["region"]
     name = job_name(execution, region, int(job["attempt"]))
-    s3_input = stage_input(job, campaign)
-    output = f"s3://{job['buckets'][region]}/campaigns/{campaign}/runs/{execution}/"
+    s3_input = stage_input(job, campaign, event["buckets"])
+    output = f"s3://{event['buckets'][region]}/campaigns/{campaign}/runs/{execution}/"
     request = create_request(
         job, name=name, region=region, s3_input=s3_input, output_path=output,
         role_arn=settings.sagemaker_role_arn, spot=settings.managed_spot,

@@ -27,7 +27,7 @@ from traingrid.db.models import (
     RegionPrice,
     RunStatus,
 )
-from traingrid.errors import TrainGridError
+from traingrid.errors import NotFound
 
 if TYPE_CHECKING:
     from traingrid.campaigns.placement import RegionJobPlan
@@ -40,7 +40,7 @@ JOB_FIELDS = frozenset({
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 
 
-class RecordNotFound(TrainGridError):
+class RecordNotFound(NotFound):
     """A campaign, run or region job the caller named is not in the database."""
 
 
@@ -200,6 +200,25 @@ class DatasetRepository:
                    or_(last_success.is_(None), Dataset.registered_at > last_success))
             .order_by(Dataset.region_code, Dataset.registered_at, Dataset.id)
         ))
+
+    def campaigns_with_new_data(self) -> dict[str, int]:
+        """Campaign → how many of its datasets were registered after its last successful run
+        started (all of them if it never succeeded), for every campaign that has any; one
+        query, with the same rule as ``new_since_last_success``."""
+        last_success = (
+            select(CampaignRun.campaign_id, func.max(CampaignRun.started_at).label("at"))
+            .where(CampaignRun.status == RunStatus.SUCCEEDED)
+            .group_by(CampaignRun.campaign_id)
+            .subquery()
+        )
+        rows = self.session.execute(
+            select(Dataset.campaign_id, func.count(Dataset.id))
+            .outerjoin(last_success, last_success.c.campaign_id == Dataset.campaign_id)
+            .where(or_(last_success.c.at.is_(None), Dataset.registered_at > last_success.c.at))
+            .group_by(Dataset.campaign_id)
+            .order_by(Dataset.campaign_id)
+        )
+        return {campaign_id: int(count) for campaign_id, count in rows}
 
 
 class RunRepository:

@@ -11,6 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from traingrid.errors import RequestInvalid
 from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
 
 # The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
@@ -125,3 +126,13 @@ class TrainingRunRequest(_Strict):
     @property
     def prefix(self) -> str:
         return self.dataset.removeprefix("s3://").split("/", 1)[1]
+
+
+def require_data_bucket(request: TrainingRunRequest, data_bucket: str) -> None:
+    """TrainGrid hydrates file systems from its own data bucket only."""
+    if request.bucket != data_bucket:
+        raise RequestInvalid([{
+            "pointer": "/dataset",
+            "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
+                       f"s3://{request.bucket}/ is not its data bucket",
+        }])

@@ -8,11 +8,11 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.aws import fsx, s3
-from traingrid.errors import ArchiveIncomplete, DatasetNotFound, RequestInvalid
+from traingrid.errors import ArchiveIncomplete, DatasetNotFound
 from traingrid.settings import Settings
 from traingrid.training import polling
 from traingrid.training.plan import MANIFEST_NAME, DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.request import TrainingRunRequest, require_data_bucket
 from traingrid.validation import parse
 
 
@@ -30,13 +30,7 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
 
 def plan(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
     request = parse(TrainingRunRequest, event.get("request"))
-    data_bucket = settings.data_bucket
-    if request.bucket != data_bucket:
-        raise RequestInvalid([{
-            "pointer": "/dataset",
-            "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
-                       f"s3://{request.bucket}/ is not its data bucket",
-        }])
+    require_data_bucket(request, settings.data_bucket)
     return plan_run(
         request,
         run=event["run"],

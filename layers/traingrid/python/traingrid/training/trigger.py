@@ -27,9 +27,9 @@ def request_from_manifest(manifest: Any, bucket: str, key: str) -> TrainingRunRe
     return parse(TrainingRunRequest, defaults | manifest, source)
 
 
-def read_manifest(bucket: str, key: str) -> Any:
+def read_manifest(bucket: str, key: str, version_id: str | None = None) -> s3.JsonObject:
     try:
-        return s3.read_json(bucket, key)
+        return s3.get_json(bucket, key, version_id)
     except ValueError as error:
         raise RequestInvalid(
             [{"pointer": "", "message": f"not a JSON document: {error}"}],
@@ -38,22 +38,27 @@ def read_manifest(bucket: str, key: str) -> Any:
 
 
 def start_from_upload(
-    bucket: str, key: str, etag: str, settings: TriggerSettings
+    bucket: str, key: str, etag: str, settings: TriggerSettings, version_id: str | None = None,
 ) -> dict[str, Any]:
-    """Start (or find) the run an uploaded manifest asks for; reject it with every reason."""
+    """Start (or find) the run an uploaded manifest asks for; reject it with every reason.
+
+    The manifest is read as the version the event names (when the bucket keeps versions), so
+    a redelivered event reads what was uploaded then, and its run is named from it.
+    """
     if key.startswith(f"{ARCHIVE_ROOT}/") or key.rpartition("/")[2] != MANIFEST_NAME:
         # runs/<run>/manifest.json is an archive's own manifest, not a request.
         metrics.add_metric(name="UploadIgnored", unit="Count", value=1)
         return {"status": "ignored", "key": key}
     try:
-        request = request_from_manifest(read_manifest(bucket, key), bucket, key)
+        manifest = read_manifest(bucket, key, version_id)
+        request = request_from_manifest(manifest.document, bucket, key)
     except RequestInvalid as invalid:
         logger.warning("manifest rejected; nothing started", extra={
             "bucket": bucket, "key": key, "problems": invalid.problems})
         metrics.add_metric(name="ManifestRejected", unit="Count", value=1)
         return {"status": "rejected", "key": key, "reason": invalid.message,
                 "problems": invalid.problems}
-    name = request.name or run_name_for_object(bucket, key, etag)
+    name = request.name or run_name_for_object(bucket, key, etag, manifest.last_modified)
     execution = stepfunctions.start_named_execution(
         settings.training_run_state_machine_arn,
         name,

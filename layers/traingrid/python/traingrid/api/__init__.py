@@ -1,0 +1,1 @@
+"""The REST API: one Powertools resolver, a router per resource (``runs``, ``campaigns``)."""

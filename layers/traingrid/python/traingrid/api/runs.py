@@ -1,0 +1,57 @@
+"""``/runs``: submit a TrainingRun, list recent runs, read one run and its logs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import Router
+from pydantic import BaseModel, ConfigDict, Field
+
+from traingrid import clock
+from traingrid.api.http import json_body, query, submitted
+from traingrid.api.idempotency import Submissions, key_of
+from traingrid.runs.reader import RunReader
+from traingrid.runs.submit import start, training_submission
+from traingrid.settings import ApiSettings
+
+
+class RunsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int = Field(default=20, ge=1, le=100)
+    next_token: str | None = Field(default=None, max_length=8192)
+    pipeline: Literal["training", "campaign"] | None = None
+    status: Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"] | None = None
+
+
+def router(settings: ApiSettings, submissions: Submissions) -> Router:
+    routes = Router()
+    reader = RunReader(settings)
+
+    @routes.post("/runs")
+    def submit_run() -> Response:
+        event = routes.current_event
+        key = key_of(event.headers)
+        body = json_body(event.body)
+        result = submissions.once(
+            "POST /runs", key, body,
+            lambda: start(training_submission(body, settings, clock.service_now(), key)),
+            routes.lambda_context,
+        )
+        return submitted(result)
+
+    @routes.get("/runs")
+    def list_runs() -> dict[str, Any]:
+        wanted = query(RunsQuery, routes.current_event.query_string_parameters)
+        return reader.recent(wanted.limit, wanted.next_token, wanted.pipeline, wanted.status)
+
+    @routes.get("/runs/<name>")
+    def describe_run(name: str) -> dict[str, Any]:
+        return reader.describe(name)
+
+    @routes.get("/runs/<name>/logs")
+    def run_logs(name: str) -> dict[str, Any]:
+        return reader.logs(name)
+
+    return routes

@@ -1,0 +1,74 @@
+"""The fan-out request: what ``POST /campaigns/{id}/runs`` may ask for.
+
+``schema/campaign-fanout-request.schema.json`` is generated from this model (``make schema``).
+Unset options come from the campaign's own record.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from traingrid.training.request import RUN_NAME_PATTERN
+
+# The values of traingrid.campaigns.placement.Placement (a test keeps them equal): that module
+# loads SQLAlchemy, which the API does not load to validate a request.
+PLACEMENTS = ("data-local", "cheapest")
+CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
+SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class FanoutRequest(BaseModel):
+    """Train a campaign in every region where its data lives."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="CampaignFanoutRequest",
+        json_schema_extra={"$id": "https://traingrid.dev/schema/campaign-fanout-request.json"},
+    )
+
+    name: str | None = Field(
+        default=None,
+        description="Run name (execution name); derived from the campaign and the time when "
+        "absent.",
+        json_schema_extra={"pattern": RUN_NAME_PATTERN},
+    )
+    datasets: Literal["new", "all"] = Field(
+        default="new",
+        description="new: the datasets registered since the campaign's last successful run; "
+        "all: every dataset of the campaign.",
+    )
+    placement: Literal[PLACEMENTS] | None = Field(  # type: ignore[valid-type]
+        default=None, description="Where each region's share trains (default: the campaign's).")
+    instance_type: str | None = Field(
+        default=None, description="SageMaker instance type, like ml.p3.16xlarge.",
+        json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN},
+    )
+    instance_count: int | None = Field(default=None, ge=1, le=500,
+                                       description="Instances of each region's job.")
+    hyperparameters: dict[HyperparameterName, str | int | float] = Field(
+        default_factory=dict, max_length=100,
+        description="Merged over the campaign's hyper-parameters, the same in every region.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _run_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
+            raise ValueError(
+                "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _sagemaker_instance(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(SAGEMAKER_INSTANCE_PATTERN, value):
+            raise ValueError("must be a SageMaker instance type, like ml.p3.16xlarge")
+        return value
+
+    def plan_options(self) -> dict[str, object]:
+        """What the fan-out's planning step overrides (only what was asked for)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"name"})

@@ -1,0 +1,100 @@
+"""Fan-outs started on request (the API) and on schedule (scheduled retraining).
+
+Markers start a fan-out as data lands (``records.register_dataset``). Scheduled retraining
+catches what that did not train: every campaign with datasets registered since its last
+successful run gets one fan-out, named from the campaign and the schedule's window, so the
+schedule firing twice (EventBridge delivers at least once) starts nothing twice. A campaign
+whose fan-out is still running is left alone: that run is training on its new data already.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import stepfunctions
+from traingrid.campaigns.records import connection_url, fanout_name
+from traingrid.campaigns.request import FanoutRequest
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RecordNotFound,
+)
+from traingrid.naming import window_start
+from traingrid.observability import logger, metrics
+from traingrid.runs.submit import Submission, derived_name
+from traingrid.runs.view import CAMPAIGN_FANOUT
+from traingrid.settings import ApiSettings, RetrainSettings
+from traingrid.validation import parse
+
+SCHEDULE_SOURCE = "schedule"
+
+
+def fanout_input(campaign: str, options: dict[str, Any], source: str) -> dict[str, Any]:
+    """The CampaignFanout execution's input; no settling: the data is registered already."""
+    return {"campaign": campaign, "settle_s": 0, "options": options,
+            "trigger": {"source": source}}
+
+
+def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: datetime,
+                      idempotency_key: str | None = None) -> Submission:
+    """A fan-out request for an existing campaign, validated (every problem at once) and
+    named."""
+    request = parse(FanoutRequest, body)
+    with transaction(connection_url(settings.database)) as session:
+        exists = CampaignRepository(session).get(campaign_id) is not None
+    if not exists:
+        raise RecordNotFound(f"No campaign is called {campaign_id!r}: list them with "
+                             "GET /campaigns.")
+    options = request.plan_options()
+    name = request.name or derived_name(campaign_id, options, now, idempotency_key)
+    return Submission(CAMPAIGN_FANOUT, settings.campaign_fanout_state_machine_arn, name,
+                      fanout_input(campaign_id, options, "api"))
+
+
+def running_fanouts(machine: str) -> dict[str, list[str]]:
+    """Campaign → the names of its fan-outs running now (settling, planning or training),
+    from Step Functions itself: a fan-out is recorded in the database only once it plans."""
+    found: dict[str, list[str]] = {}
+    token = None
+    while True:
+        executions, token = stepfunctions.list_executions(machine, 100, token, "RUNNING")
+        for execution in executions:
+            described = stepfunctions.describe_execution(execution["executionArn"])
+            campaign = json.loads(described.get("input") or "{}").get("campaign")
+            found.setdefault(campaign, []).append(execution["name"])
+        if token is None:
+            return found
+
+
+def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]:
+    """One fan-out per campaign with new data, named for the campaign and the window of
+    ``scheduled_at`` (the scheduled event's time)."""
+    minutes = settings.retrain_window_minutes
+    machine = settings.campaign_fanout_state_machine_arn
+    with transaction(connection_url(settings)) as session:
+        due = DatasetRepository(session).campaigns_with_new_data()
+    running = running_fanouts(machine) if due else {}
+    outcome: dict[str, Any] = {"window": clock.iso(window_start(scheduled_at, minutes)),
+                               "started": [], "already_started": [], "skipped": []}
+    for campaign, new_datasets in due.items():
+        name = fanout_name(campaign, scheduled_at, minutes, SCHEDULE_SOURCE)
+        entry = {"campaign": campaign, "new_datasets": new_datasets, "name": name}
+        others = [n for n in running.get(campaign, []) if n != name]
+        if name in running.get(campaign, []):
+            outcome["already_started"].append(entry)
+        elif others:
+            entry["reason"] = f"its fan-out {others[0]} is still running and trains on new data"
+            outcome["skipped"].append(entry)
+        else:
+            execution = stepfunctions.start_named_execution(
+                machine, name, fanout_input(campaign, {}, SCHEDULE_SOURCE))
+            entry["execution_arn"] = execution["execution_arn"]
+            outcome["started" if execution["started"] else "already_started"].append(entry)
+    logger.info("scheduled retraining", extra=outcome)
+    metrics.add_metric(name="ScheduledFanoutStarted", unit="Count",
+                       value=len(outcome["started"]))
+    return outcome

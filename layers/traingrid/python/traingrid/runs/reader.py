@@ -1,0 +1,93 @@
+"""Reading runs of both pipelines: one run by name, recent runs, a run's logs.
+
+A run is a Step Functions execution of the TrainingRun or the CampaignFanout state machine; a
+name is looked up in that order.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from traingrid.aws import batch, logs, s3, stepfunctions
+from traingrid.errors import ResourceNotFound, RunNotFound
+from traingrid.runs import listing
+from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
+from traingrid.settings import ApiSettings
+from traingrid.training.plan import archive_prefix
+
+# What Step Functions accepts as an execution name (and so what a run can be called).
+EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+PIPELINES = {"training": TRAINING_RUN, "campaign": CAMPAIGN_FANOUT}
+MAIN_NODE_LOG = "logs/main-node.log"
+LOG_LINES = 200
+
+
+class RunReader:
+    def __init__(self, settings: ApiSettings) -> None:
+        self.settings = settings
+        self.machines = {TRAINING_RUN: settings.training_run_state_machine_arn,
+                         CAMPAIGN_FANOUT: settings.campaign_fanout_state_machine_arn}
+
+    def find(self, name: str) -> tuple[str, dict[str, Any]]:
+        """(pipeline, DescribeExecution) of the run called ``name``; RunNotFound if none."""
+        if EXECUTION_NAME.fullmatch(name):
+            for pipeline, machine in self.machines.items():
+                try:
+                    arn = stepfunctions.execution_arn(machine, name)
+                    return pipeline, stepfunctions.describe_execution(arn)
+                except ResourceNotFound:
+                    continue
+        raise RunNotFound(f"No run is named {name!r}: list recent runs with GET /runs.")
+
+    def describe(self, name: str) -> dict[str, Any]:
+        pipeline, description = self.find(name)
+        events = stepfunctions.execution_history(description["executionArn"])
+        return run_view(pipeline, description, events, self.settings.data_bucket)
+
+    def recent(self, limit: int, cursor: str | None = None, pipeline: str | None = None,
+               status: str | None = None) -> dict[str, Any]:
+        """A page of runs, newest first, and the token of the next page."""
+        keys = [PIPELINES[pipeline]] if pipeline else list(self.machines)
+
+        def fetch(key: str, token: str | None, size: int
+                  ) -> tuple[list[dict[str, Any]], str | None]:
+            return stepfunctions.list_executions(self.machines[key], size, token, status)
+
+        runs, next_token = listing.newest_first(fetch, keys, limit, cursor)
+        return {"runs": [summary(key, execution) for key, execution in runs],
+                "next_token": next_token}
+
+    def logs(self, name: str) -> dict[str, Any]:
+        """Why the run ended as it did, and the training log: the main node's CloudWatch Logs
+        stream while its job has one, else the copy archived with the run's outputs."""
+        pipeline, description = self.find(name)
+        found: dict[str, Any] = {
+            "name": name, "pipeline": pipeline, "status": description["status"],
+            "error": description.get("error"), "cause": description.get("cause"),
+        }
+        if pipeline == TRAINING_RUN:
+            found["log"] = self._training_log(name)
+        else:
+            found["log"] = None
+            found["note"] = ("Each region's SageMaker job logs to /aws/sagemaker/TrainingJobs "
+                             "in the region where it trained (stream <job name>/algo-*).")
+        return found
+
+    def _training_log(self, name: str) -> dict[str, Any] | None:
+        queue, group = self.settings.training_job_queue, self.settings.training_job_log_group
+        job = batch.find_job_by_name(queue, name) if queue else None
+        stream = batch.main_node_log_stream(job["jobId"]) if job else None
+        if group and stream:
+            try:
+                events = logs.tail(group, stream, LOG_LINES)
+                return {"source": f"cloudwatch-logs:{group}:{stream}",
+                        "lines": [e["message"] for e in events]}
+            except ResourceNotFound:
+                pass  # the job never started, or its stream has expired: try the archive
+        bucket, key = self.settings.data_bucket, archive_prefix(name) + MAIN_NODE_LOG
+        text = s3.read_text_tail(bucket, key)
+        if text is None:
+            return None
+        return {"source": f"s3://{bucket}/{key}", "lines": text.splitlines()[-LOG_LINES:]}
+

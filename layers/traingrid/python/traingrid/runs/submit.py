@@ -1,0 +1,100 @@
+"""Submitting runs on request (the API): validate, name, start once.
+
+A run's name decides whether it is new: Step Functions starts one execution per name. The name
+is the request's own ``name``; else, with an Idempotency-Key, derived from that key; else from
+the request itself and a short time window, so the same request sent twice in a row (a client
+retrying after a lost response) starts one run. An existing run of that name is returned
+as it is when it was started by the same request, and refused (409) when by another one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from traingrid.aws import stepfunctions
+from traingrid.errors import ResourceNotFound, RunConflict
+from traingrid.naming import dataset_subject, execution_name, window_start
+from traingrid.observability import logger, metrics
+from traingrid.runs.view import TRAINING_RUN, console_url
+from traingrid.settings import ApiSettings
+from traingrid.training.request import TrainingRunRequest, require_data_bucket
+from traingrid.validation import parse
+
+# Without a name or an Idempotency-Key, the same request within this window is one run.
+DEDUP_WINDOW_MINUTES = 5
+
+
+@dataclass(frozen=True)
+class Submission:
+    pipeline: str
+    state_machine_arn: str
+    name: str
+    payload: dict[str, Any]
+
+
+def canonical(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def derived_name(subject: str, request: dict[str, Any], now: datetime,
+                 idempotency_key: str | None) -> str:
+    if idempotency_key:
+        return execution_name(subject, now, "api", "idempotency-key", idempotency_key)
+    return execution_name(subject, window_start(now, DEDUP_WINDOW_MINUTES), "api",
+                          canonical(request))
+
+
+def training_submission(body: Any, settings: ApiSettings, now: datetime,
+                        idempotency_key: str | None = None) -> Submission:
+    """A TrainingRun request, validated (every problem at once) and named."""
+    request = parse(TrainingRunRequest, body)
+    require_data_bucket(request, settings.data_bucket)
+    fields = request.model_dump(mode="json", exclude_none=True)
+    name = request.name or derived_name(dataset_subject(request.bucket, request.prefix),
+                                        fields, now, idempotency_key)
+    return Submission(TRAINING_RUN, settings.training_run_state_machine_arn, name,
+                      {"request": fields, "trigger": {"source": "api"}})
+
+
+def _existing(arn: str) -> dict[str, Any] | None:
+    try:
+        return stepfunctions.describe_execution(arn)
+    except ResourceNotFound:
+        return None
+
+
+def start(submission: Submission) -> dict[str, Any]:
+    """Start the submission's run, or return the one of that name it already started.
+
+    An existing run is looked up first: StartExecution answers a repeat of a running
+    execution's name and input as if it had started it.
+    """
+    arn = stepfunctions.execution_arn(submission.state_machine_arn, submission.name)
+    existing = _existing(arn)
+    started = False
+    if existing is None:
+        execution = stepfunctions.start_named_execution(
+            submission.state_machine_arn, submission.name, submission.payload)
+        started = execution["started"]
+        existing = None if started else _existing(arn)
+    if existing is not None and json.loads(existing.get("input") or "null") != \
+            submission.payload:
+        raise RunConflict(
+            f"A run named {submission.name} already exists and was started by a different "
+            "request. Choose another name, or leave the name out to have one derived."
+        )
+    logger.info(f"run {submission.name} {'started' if started else 'exists'}",
+                extra={"execution_arn": arn})
+    metrics.add_metric(name="RunSubmitted" if started else "RunResubmitted", unit="Count",
+                       value=1)
+    return {
+        "name": submission.name,
+        "pipeline": submission.pipeline,
+        "status": "RUNNING" if existing is None else existing["status"],
+        "started": started,
+        "execution_arn": arn,
+        "console_url": console_url(arn),
+    }

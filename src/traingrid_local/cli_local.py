@@ -1,0 +1,105 @@
+"""``traingrid serve`` and ``traingrid tick``: the API and the schedules of the embedded
+emulator."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated, Any
+
+import typer
+
+from traingrid_local.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
+from traingrid_local.emulator import batch, sagemaker
+from traingrid_local.emulator.session import DEFAULT_SPEED
+from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.schedules import SCHEDULED_JOBS
+from traingrid_local.serve import TICK_PATH, served
+from traingrid_local.terminal import stderr, stdout
+
+commands = typer.Typer()
+ENDPOINT_ENV = "TRAINGRID_ENDPOINT"
+
+
+def _examples(url: str) -> str:
+    dataset = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+    return "\n".join([
+        f"TrainGrid API on {url} (the embedded emulator; Ctrl-C stops it)",
+        "",
+        f"  echo '{{\"dataset\": \"{dataset}\", \"nodes\": 4}}' > run.json",
+        f"  curl -s -X POST {url}/runs -H 'Idempotency-Key: my-first-run' -d @run.json",
+        f"  curl -s {url}/runs/<name>",
+        f"  curl -s {url}/runs",
+        f"  curl -s -X POST {url}/campaigns/av-drive-2026-11/runs -d '{{}}'",
+        "  traingrid status <name>      traingrid tick      traingrid runs",
+        "",
+    ])
+
+
+@commands.command()
+def serve(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8000,
+    speed: Annotated[float, typer.Option(
+        help="Simulated seconds per real second.")] = DEFAULT_SPEED,
+    training_hours: Annotated[float, typer.Option(
+        help="Simulated length of each training job.")] = 6.0,
+    quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
+) -> None:
+    """Serve the TrainGrid API on 127.0.0.1 over the embedded emulator, until Ctrl-C/SIGTERM."""
+    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_hours * 3600
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    log = None if quiet else (lambda line: stderr.print(line, highlight=False))
+    try:
+        stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
+        with served(port=port, speed=speed, request_log=log) as api:
+            stdout.print(_examples(api.url), highlight=False, soft_wrap=True)
+            while not stop.wait(0.5):
+                pass
+            stderr.print("Stopping: closing the server and the emulator…", highlight=False)
+    except OSError as error:  # the port is taken, most likely
+        stderr.print(f"traingrid serve: cannot listen on 127.0.0.1:{port}: {error}")
+        raise typer.Exit(1) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stderr.print("traingrid serve: stopped", highlight=False)
+
+
+def _print_fired(job: str, result: dict[str, Any]) -> None:
+    stdout.print(f"{job}: {result['schedule']} fired for {result['scheduled_at']} "
+                 f"(window {result.get('window')})", highlight=False)
+    for entry in result.get("started", []):
+        stdout.print(f"  started {entry['name']} ({entry['new_datasets']} new dataset(s))",
+                     highlight=False)
+    for entry in result.get("already_started", []):
+        stdout.print(f"  already started {entry['name']}: nothing new", highlight=False)
+    for entry in result.get("skipped", []):
+        stdout.print(f"  skipped {entry['campaign']}: {entry['reason']}", highlight=False)
+    if not any(result.get(k) for k in ("started", "already_started", "skipped")):
+        stdout.print("  no campaign has new data", highlight=False)
+
+
+@commands.command()
+def tick(
+    jobs: Annotated[list[str] | None, typer.Argument(
+        help=f"Scheduled jobs to fire: {', '.join(SCHEDULED_JOBS)} (default: all).")] = None,
+    at: Annotated[str | None, typer.Option(
+        help="The scheduled time, ISO 8601 UTC (default: when the schedule last came due on "
+             "the emulator's clock).")] = None,
+    endpoint: Annotated[str, typer.Option(
+        envvar=ENDPOINT_ENV, help="The server `traingrid serve` runs.")] = DEFAULT_ENDPOINT,
+) -> None:
+    """Fire the scheduled jobs in the emulator behind `traingrid serve` (EventBridge schedules
+    never fire there): scheduled retraining starts a fan-out for each campaign with new data."""
+    try:
+        answer = ApiClient(endpoint).call("POST", TICK_PATH, {"jobs": jobs or [], "at": at})
+    except Unreachable as error:
+        stderr.print(f"traingrid tick: {error}: start `traingrid serve` first")
+        raise typer.Exit(1) from None
+    except ApiError as error:
+        stderr.print(f"traingrid tick: {error.message}")
+        raise typer.Exit(1) from None
+    for job, result in answer.body["fired"].items():
+        _print_fired(job, result)

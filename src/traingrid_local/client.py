@@ -1,0 +1,130 @@
+"""A client of the TrainGrid API: the local server ``traingrid serve`` starts, or a deployed
+stack's API (its ``ApiUrl`` output), with requests signed with SigV4 as its IAM authorisation
+requires."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
+
+
+class ApiError(Exception):
+    """The API answered with an error status; ``message`` is its own explanation."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status, self.body = status, body
+        message = body.get("message") if isinstance(body, dict) else None
+        self.message = message or f"HTTP {status}"
+        super().__init__(f"{status}: {self.message}")
+
+    @property
+    def problems(self) -> list[dict[str, str]]:
+        return (self.body.get("problems") or []) if isinstance(self.body, dict) else []
+
+
+class Unreachable(Exception):
+    """Nothing answers at the endpoint."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+
+class Signer:
+    """SigV4 for API Gateway (service ``execute-api``) with the default AWS credentials."""
+
+    def __init__(self, region: str, session: Any = None) -> None:
+        import boto3
+
+        self.region = region
+        self.session = session or boto3.Session(region_name=region)
+
+    def headers(self, method: str, url: str, body: bytes | None,
+                headers: dict[str, str]) -> dict[str, str]:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        credentials = self.session.get_credentials()
+        if credentials is None:
+            raise Unreachable("no AWS credentials to sign the request with (aws configure, or "
+                              "AWS_PROFILE)")
+        request = AWSRequest(method=method, url=url, data=body, headers=headers)
+        SigV4Auth(credentials.get_frozen_credentials(), "execute-api",
+                  self.region).add_auth(request)
+        return dict(request.headers.items())
+
+
+class ApiClient:
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, signer: Signer | None = None,
+                 timeout: float = 30.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.signer = signer
+        self.timeout = timeout
+
+    @classmethod
+    def for_stack(cls, stack: str, region: str) -> ApiClient:
+        """The API of a deployed stack, from its ``ApiUrl`` output."""
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        session = boto3.Session(region_name=region)
+        try:
+            description = session.client("cloudformation").describe_stacks(StackName=stack)
+        except (ClientError, BotoCoreError) as error:
+            raise Unreachable(f"cannot read stack {stack} in {region}: {error}") from None
+        outputs = {o["OutputKey"]: o["OutputValue"]
+                   for o in description["Stacks"][0].get("Outputs", [])}
+        if "ApiUrl" not in outputs:
+            raise Unreachable(f"stack {stack} in {region} has no ApiUrl output")
+        return cls(outputs["ApiUrl"], Signer(region, session))
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> Answer:
+        """Send one request; return the answer whatever its status."""
+        wanted = {k: v for k, v in (query or {}).items() if v is not None}
+        url = self.endpoint + path + (f"?{urlencode(wanted)}" if wanted else "")
+        data = None if body is None else (
+            body if isinstance(body, bytes) else json.dumps(body).encode())
+        sent = {"Accept": "application/json", **(headers or {})}
+        if data is not None:
+            sent.setdefault("Content-Type", "application/json")
+        if self.signer is not None:
+            sent = self.signer.headers(method, url, data, sent)
+        request = urllib.request.Request(url, data=data, method=method, headers=sent)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return Answer(response.status, dict(response.headers), _json(response.read()))
+        except urllib.error.HTTPError as error:
+            return Answer(error.code, dict(error.headers), _json(error.read()))
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
+            reason = getattr(error, "reason", error)
+            raise Unreachable(f"nothing answers at {self.endpoint} ({reason})") from None
+
+    def call(self, method: str, path: str, body: Any = None,
+             query: dict[str, Any] | None = None,
+             headers: dict[str, str] | None = None) -> Answer:
+        """Like ``request``, but an error status raises ApiError."""
+        answer = self.request(method, path, body, query, headers)
+        if answer.status >= 400:
+            raise ApiError(answer.status, answer.body)
+        return answer
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.call("GET", path, query=query).body
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return data.decode("utf-8", "replace")

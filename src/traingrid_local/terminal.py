@@ -1,0 +1,151 @@
+"""What the API's answers look like in a terminal: a run's timeline (like the console's graph),
+lists of runs and campaigns, problems, progress while waiting."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+# Logs and pipes are read later, in wide windows: don't squeeze the report into 80 columns.
+stdout = Console(width=None if sys.stdout.isatty() else 120)
+stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+
+OUTCOME_STYLES = {"succeeded": "green", "retried": "yellow", "caught": "red",
+                  "failed": "bold red", "running": "cyan"}
+STATUS_STYLES = {"SUCCEEDED": "green", "RUNNING": "cyan", "FAILED": "red", "TIMED_OUT": "red",
+                 "ABORTED": "red"}
+BAR_WIDTH = 24
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def step_of(state: str) -> str:
+    """A poll loop's states (WaitForX, CheckX, X?) are one step, X."""
+    name = state.removeprefix("WaitFor").removeprefix("Check").rstrip("?")
+    return name.removesuffix("Available").removesuffix("Done") or state
+
+
+@dataclass
+class Step:
+    name: str
+    offset_s: float
+    end_s: float
+    visits: int = 0
+    outcomes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        for worst in ("failed", "caught", "running", "retried"):
+            if worst in self.outcomes:
+                return worst
+        return "succeeded"
+
+
+def steps(states: list[dict[str, Any]]) -> list[Step]:
+    """Consecutive visits of one poll loop folded into one step; other states one each."""
+    found: list[Step] = []
+    for visit in states:
+        name = step_of(visit["state"])
+        end = visit["offset_s"] + visit["duration_s"]
+        if not found or found[-1].name != name:
+            found.append(Step(name, visit["offset_s"], end))
+        step = found[-1]
+        step.end_s = max(step.end_s, end)
+        step.visits += 1
+        step.outcomes.append(visit["outcome"])
+        step.errors += visit.get("errors", [])
+    return found
+
+
+def _bar(start: float, end: float, total: float) -> Text:
+    if total <= 0:
+        return Text("")
+    first = min(int(start / total * BAR_WIDTH), BAR_WIDTH - 1)
+    length = max(1, round((end - start) / total * BAR_WIDTH))
+    return Text(" " * first + "█" * min(length, BAR_WIDTH - first))
+
+
+def timeline(run: dict[str, Any], every_visit: bool = False) -> Table:
+    """One row per step (or per state visit): start offset, duration, a bar on the run's own
+    time axis, the outcome and any errors."""
+    total = max(run.get("duration_s") or 0, *(s["offset_s"] + s["duration_s"]
+                                              for s in run["states"]), 0.001)
+    table = Table(title=f"{run['name']} · {run['pipeline']} · {run['status']}",
+                  title_justify="left")
+    for column, justify in (("state", "left"), ("start", "right"), ("duration", "right"),
+                            ("", "left"), ("outcome", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    rows = ([Step(v["state"], v["offset_s"], v["offset_s"] + v["duration_s"], 1,
+                  [v["outcome"]], v.get("errors", [])) for v in run["states"]]
+            if every_visit else steps(run["states"]))
+    for step in rows:
+        label = step.name if step.visits == 1 else f"{step.name} ×{step.visits}"
+        outcome = Text(step.outcome, style=OUTCOME_STYLES.get(step.outcome, ""))
+        if step.errors:
+            outcome.append(f" ({', '.join(dict.fromkeys(step.errors))})")
+        table.add_row(label, f"+{duration(step.offset_s)}", duration(step.end_s - step.offset_s),
+                      _bar(step.offset_s, step.end_s, total), outcome)
+    return table
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table()
+    for column in ("run", "pipeline", "status", "started", "duration"):
+        table.add_column(column, overflow="fold")
+    for run in runs:
+        table.add_row(run["name"], run["pipeline"], status_text(run["status"]),
+                      run["started_at"], duration(run["duration_s"]))
+    return table
+
+
+def campaign_table(campaign: dict[str, Any]) -> Table:
+    last = campaign.get("last_run") or {}
+    table = Table(title=f"{campaign['id']} · last run: {last.get('name', 'none')} "
+                        f"{last.get('status', '')}", title_justify="left")
+    for column in ("region", "dataset", "objects", "bytes", "registered"):
+        table.add_column(column, overflow="fold")
+    for dataset in campaign["datasets"]:
+        table.add_row(dataset["region"], dataset["s3_uri"], str(dataset["objects"]),
+                      str(dataset["bytes"]), str(dataset["registered_at"]))
+    return table
+
+
+def problems_lines(problems: list[dict[str, str]]) -> list[str]:
+    return [f"  {p['pointer'] or '/'}: {p['message']}" for p in problems]
+
+
+def progress_line(run: dict[str, Any]) -> str:
+    state = run.get("current_state") or "starting"
+    return f"{run['name']}: {run['status']} · {step_of(state)} · {duration(run['duration_s'])}"
+
+
+class Changes:
+    """Calls ``emit`` with a run's progress line only when its step or status changes."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self.emit = emit
+        self.last: tuple[str, str] | None = None
+
+    def __call__(self, run: dict[str, Any]) -> None:
+        now = (run["status"], step_of(run.get("current_state") or ""))
+        if now != self.last:
+            self.last = now
+            self.emit(progress_line(run))

@@ -1,0 +1,220 @@
+"""The traingrid commands that use the API, through typer's runner, against a real loopback
+server over the emulator; `traingrid serve` itself as a process, stopped with SIGTERM; a
+deployed stack's API reached with SigV4."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from traingrid_local.cli import app
+from traingrid_local.environment import DEMO_BUCKET
+
+runner = CliRunner()
+DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+
+
+def start_serve(cwd: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """`traingrid serve` in its own process (the runner swaps sys.stdout, which an in-process
+    server's functions would share); its URL once it answers."""
+    traingrid = Path(sys.executable).with_name("traingrid")
+    process = subprocess.Popen(
+        [str(traingrid), "serve", "--port", "0", "--quiet", "--speed", "4000", *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+        env=os.environ | {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"})
+    banner = process.stdout.readline()
+    found = re.search(r"http://127\.0\.0\.1:\d+", banner)
+    if found is None:
+        process.kill()
+        raise AssertionError(f"traingrid serve did not start: {process.communicate()}")
+    return process, found.group(0)
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+    """SIGTERM, as a service manager stops it; (exit code, stderr)."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode, err
+
+
+@pytest.fixture(scope="module")
+def served_url(tmp_path_factory):
+    process, url = start_serve(tmp_path_factory.mktemp("serve"), "--training-hours", "1")
+    yield url
+    stop(process)
+
+
+@pytest.fixture
+def traingrid(served_url):
+    """Run a traingrid command against the served API."""
+
+    def run(*args: str):
+        return runner.invoke(app, [*args, "--endpoint", served_url])
+
+    return run
+
+
+def test_submit_from_a_file_waits_with_progress_and_shows_the_timeline(traingrid, tmp_path):
+    request = tmp_path / "run.json"
+    request.write_text(json.dumps({"dataset": DATASET, "nodes": 2}))
+    result = traingrid("submit", str(request), "--epochs", "30", "--wait", "--name",
+                       "cli-run")
+    assert result.exit_code == 0, result.output
+    assert "cli-run: RUNNING" in result.stderr  # progress, one line per step
+    assert "cli-run · TrainingRun · SUCCEEDED" in result.stdout
+    assert re.search(r"TrainingJob ×\d+", result.stdout)
+
+    status = traingrid("status", "cli-run")
+    assert status.exit_code == 0, status.output
+    for step in ("Plan", "CreateFileSystem", "SubmitTrainingJob", "WriteManifest",
+                 "DeleteFileSystem", "Succeeded"):
+        assert step in status.stdout
+    assert f"artifacts: s3://{DEMO_BUCKET}/runs/cli-run/" in status.stdout
+    every = traingrid("status", "cli-run", "--every-visit", "--json")
+    assert json.loads(every.stdout)["input"]["request"]["epochs"] == 30
+
+    logs = traingrid("logs", "cli-run")
+    assert logs.exit_code == 0 and "mpirun -np 16" in logs.stdout
+
+    listed = traingrid("runs", "--json")
+    assert "cli-run" in [r["name"] for r in json.loads(listed.stdout)["runs"]]
+    assert "cli-run" in traingrid("runs").stdout
+
+
+def test_submit_with_the_same_idempotency_key_names_the_same_run(traingrid):
+    args = ("submit", "--dataset", DATASET, "--nodes", "3", "--idempotency-key", "cli-key",
+            "--json")
+    first, again = traingrid(*args), traingrid(*args)
+    assert first.exit_code == again.exit_code == 0, first.output + again.output
+    assert json.loads(first.stdout)["name"] == json.loads(again.stdout)["name"]
+
+
+def test_an_invalid_submission_lists_its_problems_and_exits_2(traingrid):
+    result = traingrid("submit", "--nodes", "0", "--instance-type", "t2.micro")
+    assert result.exit_code == 2
+    assert "/dataset" in result.stderr and "/nodes" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("traingrid submit: Invalid request")
+
+
+def test_a_failed_run_exits_non_zero_with_its_cause(traingrid):
+    result = traingrid("submit", "--dataset", f"s3://{DEMO_BUCKET}/missing/", "--name",
+                       "cli-missing", "--wait")
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("traingrid submit: cli-missing FAILED: DatasetNotFound")
+    status = traingrid("status", "cli-missing")
+    assert status.exit_code == 1 and "caught (DatasetNotFound)" in status.stdout
+
+
+def test_an_unknown_run_is_a_one_line_error(traingrid):
+    result = traingrid("status", "no-such-run")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == ("traingrid status: No run is named 'no-such-run': list "
+                                     "recent runs with GET /runs.")
+
+
+def test_campaigns_and_tick_fire_the_schedule_once(traingrid):
+    campaigns = traingrid("campaigns")
+    assert campaigns.exit_code == 0 and "av-drive-2026-11" in campaigns.stdout
+    at = "2026-11-23T02:00:00Z"
+    first = traingrid("tick", "retrain", "--at", at)
+    again = traingrid("tick", "--at", at)
+    assert first.exit_code == again.exit_code == 0, first.output + again.output
+    assert "started av-drive-2026-11-20261123T0200-" in first.stdout
+    assert "already started av-drive-2026-11-20261123T0200-" in again.stdout
+    unknown = traingrid("tick", "janitor")
+    assert unknown.exit_code == 1 and "no scheduled job janitor" in unknown.stderr
+
+
+def test_without_a_server_the_commands_say_what_to_do():
+    result = runner.invoke(app, ["runs", "--endpoint", "http://127.0.0.1:9"])
+    assert result.exit_code == 3
+    assert "start `traingrid serve`, or pass --stack NAME --region R" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+class RecordingApi(BaseHTTPRequestHandler):
+    seen: list[dict[str, str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        RecordingApi.seen.append(dict(self.headers) | {"path": self.path})
+        body = json.dumps({"runs": [], "next_token": None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recording_api():
+    RecordingApi.seen = []
+    server = HTTPServer(("127.0.0.1", 0), RecordingApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_with_a_stack_the_api_url_comes_from_its_outputs_and_requests_are_signed(
+        recording_api, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {"ApiUrl": {"Value": recording_api}}}
+    with mock_aws():
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="traingrid-prod", TemplateBody=json.dumps(template))
+        result = runner.invoke(app, ["runs", "--stack", "traingrid-prod", "--region",
+                                     "eu-west-1", "--limit", "5"])
+    assert result.exit_code == 0, result.output
+    (request,) = RecordingApi.seen
+    assert request["path"] == "/v1/runs?limit=5"
+    assert re.fullmatch(
+        r"AWS4-HMAC-SHA256 Credential=\w+/\d{8}/eu-west-1/execute-api/aws4_request, "
+        r"SignedHeaders=[a-z;-]*host[a-z;-]*, Signature=[0-9a-f]{64}", request["Authorization"])
+    assert request["X-Amz-Date"]
+
+
+def test_a_missing_stack_is_a_one_line_error(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        result = runner.invoke(app, ["runs", "--stack", "nope", "--region", "us-east-1"])
+    assert result.exit_code == 3
+    assert result.stderr.startswith("traingrid runs: cannot read stack nope in us-east-1")
+
+
+def test_serve_answers_on_loopback_and_stops_cleanly_on_sigterm(tmp_path):
+    """The real command, in its own process: deploy, seed, serve, SIGTERM."""
+    process, url = start_serve(tmp_path)
+    try:
+        listed = runner.invoke(app, ["runs", "--endpoint", url, "--json"])
+        assert listed.exit_code == 0, listed.output
+        assert json.loads(listed.stdout) == {"runs": [], "next_token": None}
+    finally:
+        code, err = stop(process)
+    assert code == 0, err
+    assert err.strip().splitlines()[-1] == "traingrid serve: stopped"
+    assert runner.invoke(app, ["runs", "--endpoint", url]).exit_code == 3

@@ -1,0 +1,197 @@
+"""What the API shows of runs, without AWS: timelines from histories, views, paging across both
+state machines, names of submitted runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from traingrid.errors import RequestInvalid
+from traingrid.runs import listing
+from traingrid.runs.submit import derived_name, training_submission
+from traingrid.runs.timeline import timeline
+from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, console_url, run_view
+from traingrid.settings import ApiSettings
+
+T0 = datetime(2026, 11, 21, 13, 0, tzinfo=UTC)
+ARN = ("arn:aws:states:eu-west-1:123456789012:execution:traingrid-TrainingRun:"
+       "imagenet-20261121T1300-abc")
+SETTINGS = ApiSettings(DATA_BUCKET="data", TRAINING_RUN_STATE_MACHINE_ARN="arn:training",
+                       CAMPAIGN_FANOUT_STATE_MACHINE_ARN="arn:fanout", IDEMPOTENCY_TABLE="i",
+                       DATABASE_SECRET_ARN="s")
+
+
+def event(seconds: float, kind: str, **details) -> dict:
+    return {"timestamp": T0 + timedelta(seconds=seconds), "type": kind, **details}
+
+
+def entered(seconds: float, kind: str, name: str) -> dict:
+    return event(seconds, f"{kind}StateEntered", stateEnteredEventDetails={"name": name})
+
+
+def exited(seconds: float, kind: str, name: str) -> dict:
+    return event(seconds, f"{kind}StateExited", stateExitedEventDetails={"name": name})
+
+
+def failed(seconds: float, error: str) -> dict:
+    return event(seconds, "LambdaFunctionFailed",
+                 lambdaFunctionFailedEventDetails={"error": error, "cause": "{}"})
+
+
+# A Plan that failed once and succeeded on retry, a poll loop, a caught failure, the Fail state.
+HISTORY = [
+    event(0, "ExecutionStarted"),
+    entered(0.1, "Task", "Plan"), failed(0.2, "Lambda.TooManyRequestsException"),
+    event(1.0, "LambdaFunctionSucceeded"), exited(1.1, "Task", "Plan"),
+    entered(1.2, "Task", "CheckFileSystem"), exited(1.5, "Task", "CheckFileSystem"),
+    entered(1.5, "Wait", "WaitForFileSystem"), exited(61.5, "Wait", "WaitForFileSystem"),
+    entered(61.5, "Task", "CheckFileSystem"), failed(62, "FileSystemFailed"),
+    exited(62.1, "Task", "CheckFileSystem"),
+    entered(62.2, "Fail", "Failed"),
+    event(62.3, "ExecutionFailed", executionFailedEventDetails={"error": "FileSystemFailed"}),
+]
+
+
+def test_every_visit_with_offset_duration_and_outcome():
+    states, omitted = timeline(HISTORY, T0, "FAILED", T0 + timedelta(seconds=62.3))
+    assert omitted == 0
+    assert [(s["state"], s["outcome"]) for s in states] == [
+        ("Plan", "retried"), ("CheckFileSystem", "succeeded"),
+        ("WaitForFileSystem", "succeeded"), ("CheckFileSystem", "caught"),
+        ("Failed", "failed")]
+    plan, _, wait, caught, fail = states
+    assert plan["errors"] == ["Lambda.TooManyRequestsException"]
+    assert (wait["type"], wait["offset_s"], wait["duration_s"]) == ("Wait", 1.5, 60.0)
+    assert caught["errors"] == ["FileSystemFailed"]
+    assert fail["duration_s"] == pytest.approx(0.1)
+
+
+def test_a_running_state_is_running_and_lasts_until_now():
+    history = HISTORY[:8]
+    states, _ = timeline(history, T0, "RUNNING", T0 + timedelta(seconds=30))
+    assert (states[-1]["state"], states[-1]["outcome"]) == ("WaitForFileSystem", "running")
+    assert states[-1]["duration_s"] == 28.5
+
+
+def test_a_long_history_keeps_its_latest_visits():
+    history = [event(0, "ExecutionStarted")]
+    for index in range(600):
+        history += [entered(index, "Wait", "WaitForJob"), exited(index + 1, "Wait",
+                                                                  "WaitForJob")]
+    states, omitted = timeline(history, T0, "RUNNING", T0 + timedelta(seconds=600))
+    assert (len(states), omitted) == (500, 100)
+    assert states[-1]["offset_s"] == 599
+
+
+def description(status: str = "SUCCEEDED", output: dict | None = None, **extra) -> dict:
+    return {"name": "imagenet-20261121T1300-abc", "executionArn": ARN, "status": status,
+            "startDate": T0, "stopDate": T0 + timedelta(seconds=62.3),
+            "input": json.dumps({"request": {"dataset": "s3://data/imagenet/"}}),
+            **({"output": json.dumps(output)} if output else {}), **extra}
+
+
+def test_a_run_view_says_where_the_results_are_and_why_it_failed():
+    view = run_view(TRAINING_RUN, description(
+        "FAILED", error="FileSystemFailed", cause="The file system went FAILED."), HISTORY,
+        "data")
+    assert (view["status"], view["current_state"], view["duration_s"]) == (
+        "FAILED", "Failed", 62.3)
+    assert view["error"] == "FileSystemFailed" and view["cause"].startswith("The file")
+    assert view["artifacts"] == [{"location": "s3://data/runs/imagenet-20261121T1300-abc/"}]
+    assert view["input"]["request"]["dataset"] == "s3://data/imagenet/"
+    assert view["console_url"] == console_url(ARN)
+    assert console_url(ARN).startswith("https://eu-west-1.console.aws.amazon.com/states/")
+
+
+def test_artifacts_of_a_finished_run_and_of_each_region():
+    output = {"manifest": "s3://data/runs/r/manifest.json", "objects": 4, "bytes": 10}
+    (archive,) = run_view(TRAINING_RUN, description(output=output), HISTORY, "data")[
+        "artifacts"]
+    assert archive["manifest"] == output["manifest"] and archive["objects"] == 4
+    jobs = {"jobs": [{"region": "us-west-2", "requested_region": "us-west-2",
+                      "artifacts": "s3://a/model.tar.gz"},
+                     {"region": "eu-west-1", "requested_region": "eu-west-1",
+                      "artifacts": None}]}
+    artifacts = run_view(CAMPAIGN_FANOUT, description(output=jobs), HISTORY, "data")[
+        "artifacts"]
+    assert artifacts == [{"region": "us-west-2", "requested_region": "us-west-2",
+                          "location": "s3://a/model.tar.gz"}]
+
+
+def paged_source(executions: list[dict]):
+    """ListExecutions over a fixed list: pages of ``size`` with opaque tokens."""
+
+    def fetch(key: str, token: str | None, size: int):
+        start = int(token or 0)
+        page = executions[start:start + size]
+        after = start + size
+        return page, (str(after) if after < len(executions) else None)
+
+    return fetch
+
+
+@settings(max_examples=100, deadline=None)
+@given(training=st.integers(0, 12), fanouts=st.integers(0, 12), limit=st.integers(1, 7))
+def test_pages_of_both_state_machines_are_newest_first_without_gaps_or_repeats(
+        training, fanouts, limit):
+    sources = {
+        TRAINING_RUN: [{"name": f"t{i}", "startDate": T0 - timedelta(minutes=2 * i)}
+                       for i in range(training)],
+        CAMPAIGN_FANOUT: [{"name": f"c{i}", "startDate": T0 - timedelta(minutes=3 * i + 1)}
+                          for i in range(fanouts)],
+    }
+    fetchers = {key: paged_source(items) for key, items in sources.items()}
+
+    def fetch(key: str, token: str | None, size: int):
+        return fetchers[key](key, token, size)
+
+    seen, cursor = [], None
+    while True:
+        page, cursor = listing.newest_first(fetch, list(sources), limit, cursor)
+        assert len(page) <= limit
+        seen += [execution["name"] for _, execution in page]
+        if cursor is None:
+            break
+    everything = sorted((e for items in sources.values() for e in items),
+                        key=lambda e: e["startDate"], reverse=True)
+    assert seen == [e["name"] for e in everything]
+
+
+def test_a_foreign_cursor_is_a_problem_with_next_token():
+    with pytest.raises(RequestInvalid) as invalid:
+        listing.newest_first(lambda *_: ([], None), [TRAINING_RUN], 5, "bm90LWpzb24")
+    assert invalid.value.problems[0]["pointer"] == "/next_token"
+
+
+def test_a_derived_name_is_stable_within_its_window_and_per_key():
+    request = {"dataset": "s3://data/imagenet/", "nodes": 4}
+    at = datetime(2026, 11, 21, 13, 1, tzinfo=UTC)
+    name = derived_name("imagenet", request, at, None)
+    assert name.startswith("imagenet-20261121T1300-")
+    assert derived_name("imagenet", request, at + timedelta(minutes=3), None) == name
+    assert derived_name("imagenet", request, at + timedelta(minutes=4), None) != name
+    assert derived_name("imagenet", request | {"nodes": 5}, at, None) != name
+    keyed = derived_name("imagenet", request, at, "key-1")
+    assert keyed != name and keyed.startswith("imagenet-20261121T1301-")
+    assert derived_name("imagenet", request, at, "key-2") != keyed
+
+
+def test_a_training_submission_is_validated_named_and_shaped_for_the_state_machine():
+    at = datetime(2026, 11, 21, 13, 1, tzinfo=UTC)
+    submission = training_submission({"dataset": "s3://data/imagenet2012/resized"}, SETTINGS,
+                                     at)
+    assert submission.state_machine_arn == "arn:training"
+    assert submission.name.startswith("imagenet2012-resized-20261121T1300-")
+    assert submission.payload["trigger"] == {"source": "api"}
+    assert submission.payload["request"]["dataset"] == "s3://data/imagenet2012/resized/"
+    # Defaults filled in: the same request however it is written is the same run.
+    spelled_out = training_submission({"dataset": "s3://data/imagenet2012/resized/",
+                                       "nodes": 20}, SETTINGS, at)
+    assert spelled_out.name == submission.name
+    with pytest.raises(RequestInvalid) as invalid:
+        training_submission({"dataset": "s3://elsewhere/x/"}, SETTINGS, at)
+    assert invalid.value.problems[0]["pointer"] == "/dataset"

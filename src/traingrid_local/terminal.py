@@ -37,8 +37,8 @@ def status_text(status: str) -> Text:
 
 
 def step_of(state: str) -> str:
-    """A poll loop's states (WaitForX, CheckX, X?) are one step, X."""
-    name = state.removeprefix("WaitFor").removeprefix("Check").rstrip("?")
+    """A loop's states (WaitForX, CheckX, AwaitX, X?) are one step, X."""
+    name = state.removeprefix("WaitFor").removeprefix("Check").removeprefix("Await").rstrip("?")
     return name.removesuffix("Available").removesuffix("Done") or state
 
 

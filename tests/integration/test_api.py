@@ -55,7 +55,10 @@ def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(c
     assert states[0] == "Plan" and states[-1] == "Succeeded"
     assert {"CreateFileSystem", "SubmitTrainingJob", "WriteManifest",
             "DeleteFileSystem"} <= set(states)
-    assert all(s["outcome"] == "succeeded" for s in run["states"])
+    # The training wait may time out and start again (a fallback check); nothing else fails.
+    assert all(s["outcome"] == "succeeded" or (
+        s["state"] == "AwaitTrainingJob" and s["errors"] == ["States.Timeout"])
+        for s in run["states"])
     offsets = [s["offset_s"] for s in run["states"]]
     assert offsets == sorted(offsets) and run["duration_s"] >= offsets[-1]
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from traingrid.training.request import RUN_NAME_PATTERN
+from traingrid.training.request import RUN_NAME_PATTERN, check_run_name
 
 # The values of traingrid.campaigns.placement.Placement (a test keeps them equal): that module
 # loads SQLAlchemy, which the API does not load to validate a request.
@@ -53,14 +53,7 @@ class FanoutRequest(BaseModel):
         description="Merged over the campaign's hyper-parameters, the same in every region.",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _run_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
-            raise ValueError(
-                "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
-            )
-        return value
+    _run_name = field_validator("name")(check_run_name)
 
     @field_validator("instance_type")
     @classmethod

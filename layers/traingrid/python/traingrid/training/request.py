@@ -22,6 +22,15 @@ DEFAULT_EXTRA_MPI_PARAMS = (
 S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 # Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+
+
+def check_run_name(value: str | None) -> str | None:
+    """The run-name rule of every request, with a message a person can act on."""
+    if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
+        raise ValueError(
+            "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
+        )
+    return value
 # Characters mpirun options may contain; anything else (;|&$`) could escape into a shell.
 MPI_PARAMS_PATTERN = re.compile(r"^[A-Za-z0-9 _.,:=/^+-]*$")
 
@@ -92,14 +101,7 @@ class TrainingRunRequest(_Strict):
             raise ValueError("must be an S3 URI of a prefix, like s3://my-bucket/imagenet/")
         return value if value.endswith("/") else value + "/"
 
-    @field_validator("name")
-    @classmethod
-    def _run_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
-            raise ValueError(
-                "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
-            )
-        return value
+    _run_name = field_validator("name")(check_run_name)
 
     @field_validator("extra_mpi_params")
     @classmethod

@@ -6,17 +6,24 @@ SAM_VENV := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 # The SAM CLI pins its own dependencies, so it lives in a venv of its own.
 SAM := $(SAM_VENV)/bin/sam
+CHECKOV_VENV := .venv-checkov
+CHECKOV_VERSION := 3.3.30
+# checkov brings heavy dependencies of its own, so it has a venv of its own too.
+CHECKOV := $(CHECKOV_VENV)/bin/checkov
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test unit e2e lint template-check sam-build schema bench clean
+.PHONY: help install demo test unit e2e lint template-check security-check sam-build schema bench \
+	faults clean
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
-	@echo "make test            lint, template checks and the whole test suite"
+	@echo "make test            lint, template and security checks, the whole test suite"
 	@echo "make lint            ruff"
 	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
+	@echo "make security-check  checkov on both templates (findings fixed or skipped with a reason)"
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
 	@echo "make bench           measure cold starts, planning 10,000 datasets, the demo"
+	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 
 install: $(VENV)/.installed
 
@@ -31,10 +38,16 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
+$(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip==25.3
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
+	touch $@
+
 demo: install
 	$(BIN)/traingrid demo
 
-test: install lint template-check
+test: install lint template-check security-check
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 unit: install
@@ -51,14 +64,22 @@ template-check: install $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint --template template.yaml
 	$(MAKE) sam-build
 
+# A finding fails the build unless the resource's Metadata skips it with a reason.
+security-check: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+	$(CHECKOV) --quiet --compact --skip-download --framework cloudformation \
+		--file template.yaml --file regional/template.yaml
+
 sam-build: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml
 
 bench: install
 	$(BIN)/python -m traingrid_local.bench
 
+faults: install
+	$(BIN)/traingrid faults
+
 schema: install
 	$(BIN)/python -m traingrid_local.schemas write
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .ruff_cache

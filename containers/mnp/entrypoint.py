@@ -66,6 +66,10 @@ DEFAULT_KILL_GRACE = 20.0
 DEFAULT_SSHD_COMMAND = "/usr/sbin/sshd"
 DEFAULT_NVIDIA_SMI = "nvidia-smi"
 DEFAULT_DEV_DIR = "/dev"
+DEFAULT_EXPORT_TIMEOUT = 900.0
+EXPORT_POLL_INTERVAL = 1.0
+EXPORT_BATCH = 200  # files per lfs command line
+OUTPUT_INDEX = "outputs.json"
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -190,6 +194,15 @@ class ArchiveConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    """Export the outputs to the file system's S3 data repository before the job ends."""
+
+    output_dir: Path
+    lfs: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     node_index: int
     num_nodes: int
@@ -212,6 +225,7 @@ class NodeConfig:
     sshd_command: tuple[str, ...] = (DEFAULT_SSHD_COMMAND,)
     fsx: FsxConfig | None = None
     archive: ArchiveConfig | None = None
+    export: ExportConfig | None = None
 
     @property
     def is_main(self) -> bool:
@@ -367,6 +381,15 @@ def _parse_archive(env: Mapping[str, str]) -> ArchiveConfig | None:
     return ArchiveConfig(Path(output_dir), Path(archive_dir), archive_name(env))
 
 
+def _parse_export(env: Mapping[str, str]) -> ExportConfig | None:
+    output_dir = _get(env, "TRAINGRID_EXPORT_DIR")
+    if not output_dir:
+        return None
+    lfs = _env_command(env, "TRAINGRID_LFS") or ("lfs",)
+    timeout = _env_seconds(env, "TRAINGRID_EXPORT_TIMEOUT", DEFAULT_EXPORT_TIMEOUT)
+    return ExportConfig(Path(output_dir), lfs, timeout)
+
+
 def archive_name(env: Mapping[str, str]) -> str:
     """traingrid-<job id>[-attempt<n>], safe as a file name (AWS Batch ids contain '#')."""
     name = f"traingrid-{_get(env, 'AWS_BATCH_JOB_ID') or 'local'}"
@@ -384,6 +407,7 @@ def parse_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> NodeConfig
         **_parse_launch(env, argv),
         fsx=_parse_fsx(env),
         archive=_parse_archive(env),
+        export=_parse_export(env),
     )
     if cfg.runs_launcher and not cfg.launch_command and not cfg.train_command:
         raise ConfigError(
@@ -1055,6 +1079,83 @@ def archive_if_configured(cfg: NodeConfig, status: int) -> int:
     return status
 
 
+def write_output_index(output_dir: Path) -> list[Path]:
+    """Write OUTPUT_INDEX (every output's path and size) and return the files to export.
+
+    Written after the launcher exits, so it lists what the run left behind; whoever deletes
+    the file system checks S3 against it."""
+    index = output_dir / OUTPUT_INDEX
+    tmp = index.with_name(f".{index.name}.tmp")
+    files = sorted(p for p in output_dir.rglob("*") if p.is_file() and p not in (index, tmp))
+    entries = [{"path": p.relative_to(output_dir).as_posix(), "size": p.stat().st_size}
+               for p in files]
+    tmp.write_text(json.dumps({"files": entries}, indent=1) + "\n")
+    tmp.replace(index)
+    return [*files, index]
+
+
+def _lfs(export: ExportConfig, action: str, files: Sequence[Path]) -> str:
+    """Run ``lfs <action>`` over the files in batches; the combined standard output."""
+    out = []
+    for start in range(0, len(files), EXPORT_BATCH):
+        batch = [str(f) for f in files[start:start + EXPORT_BATCH]]
+        result = subprocess.run([*export.lfs, action, *batch], capture_output=True, text=True,
+                                timeout=120, check=False)
+        if result.returncode != 0:
+            raise OSError(f"{export.lfs[0]} {action} exited {result.returncode}: "
+                          f"{result.stderr.strip()[-300:]}")
+        out.append(result.stdout)
+    return "".join(out)
+
+
+def _archived(state_output: str) -> set[str]:
+    """Files that ``lfs hsm_state`` reports archived and unchanged since (not dirty)."""
+    done = set()
+    for line in state_output.splitlines():
+        path, sep, flags = line.rpartition(": ")
+        words = set(re.split(r"[\s,]+", flags))
+        if sep and "archived" in words and "dirty" not in words:
+            done.add(path)
+    return done
+
+
+def export_outputs(export: ExportConfig) -> tuple[int, int]:
+    """Ask Lustre to archive every output to the S3 data repository (``lfs hsm_archive``)
+    and wait until each is archived or the timeout passes: (archived, total)."""
+    files = write_output_index(export.output_dir)
+    _lfs(export, "hsm_archive", files)
+    deadline = time.monotonic() + export.timeout
+    waiting = [str(f) for f in files]
+    while True:
+        waiting = sorted(set(waiting) - _archived(_lfs(export, "hsm_state",
+                                                       [Path(f) for f in waiting])))
+        if not waiting or time.monotonic() >= deadline:
+            return len(files) - len(waiting), len(files)
+        time.sleep(EXPORT_POLL_INTERVAL)
+
+
+def export_if_configured(cfg: NodeConfig) -> None:
+    """Export on exit never changes the job's status: whatever is not in S3 by then, the
+    state machine's export task copies before the file system goes."""
+    if cfg.export is None:
+        return
+    if not cfg.export.output_dir.is_dir():
+        log(f"nothing to export: {cfg.export.output_dir} does not exist")
+        return
+    started = time.monotonic()
+    try:
+        archived, total = export_outputs(cfg.export)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"exporting {cfg.export.output_dir} failed: {exc}")
+        return
+    took = time.monotonic() - started
+    if archived < total:
+        log(f"exported {archived} of {total} output file(s) in {took:.0f}s; "
+            "the rest is left to the export task")
+    else:
+        log(f"exported {total} output file(s) to the data repository in {took:.1f}s")
+
+
 # --------------------------------------------------------------------------------------------
 # Node roles
 # --------------------------------------------------------------------------------------------
@@ -1146,6 +1247,7 @@ def run_main(cfg: NodeConfig, slots: int, interrupts: SignalForwarder) -> int:
         )
         status = run_launcher(command, launcher_env(cfg, 0, address), interrupts, cfg.kill_grace)
         status = archive_if_configured(cfg, status)
+        export_if_configured(cfg)
         if server is not None and cfg.launcher == MPIRUN:
             server.send_exit(status, f"main node finished with status {status}")
         return status

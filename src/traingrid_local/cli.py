@@ -10,14 +10,16 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from traingrid_local import cli_local, cli_runs
+from traingrid_local import cli_faults, cli_local, cli_runs
 from traingrid_local import demo as demo_runner
+from traingrid_local.cli_runs import one_line
 from traingrid_local.emulator.faults import FAULTS
 from traingrid_local.terminal import stderr, stdout, step_of
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 app.add_typer(cli_local.commands)
 app.add_typer(cli_runs.commands)
+app.add_typer(cli_faults.commands)
 
 
 def _duration(seconds: float) -> str:
@@ -101,10 +103,13 @@ def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
     for kept in result["retained_resources"]:
         stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
                      f"(run {kept['run']}): its archive failed, its data is safe there.")
+    for action in result["janitor"]["actions"]:
+        stdout.print(f"[yellow]Janitor[/] {action['action']} {action['type']} {action['id']}: "
+                     f"{action['reason']}", highlight=False)
     if result["leaked_resources"]:
         stdout.print(f"[bold red]Leaked resources[/]: {result['leaked_resources']}")
     else:
-        stdout.print("Leaked resources: none")
+        stdout.print("Leaked resources: none (checked after the janitor ran)")
 
 
 def _failure_reason(result: dict[str, Any]) -> str:
@@ -124,7 +129,9 @@ def demo(
     pipeline: Annotated[str, typer.Option(
         help="all, training (TrainingRun) or campaign (CampaignFanout).")] = "all",
     scenario: Annotated[str, typer.Option(
-        help="happy, or a fault: " + ", ".join(f"{k} ({v})" for k, v in FAULTS.items()),
+        help="happy, or a fault: " + ", ".join(
+            f"{k} ({v.description or FAULTS.get(k, '')})"
+            for k, v in demo_runner.SCENARIOS.items() if k != "happy"),
     )] = "happy",
     fault_region: Annotated[str, typer.Option(
         help="The region where SageMaker faults act.")] = "us-west-2",
@@ -147,7 +154,8 @@ def demo(
     try:
         options.validate()
     except ValueError as error:
-        stderr.print(f"error: {error}")
+        stderr.print(f"traingrid demo: {one_line(str(error))}", markup=False,
+                     soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     if as_json:
         result = demo_runner.run(options)
@@ -162,7 +170,8 @@ def demo(
         result = demo_runner.run(options, ProgressLines())
         _print_report(result)
     if not result["ok"]:
-        stderr.print(f"traingrid demo: {_failure_reason(result)}")
+        stderr.print(f"traingrid demo: {_failure_reason(result)}", markup=False,
+                     soft_wrap=True, highlight=False)
         raise typer.Exit(1)
 
 
@@ -170,6 +179,7 @@ def demo(
 def scenarios() -> None:
     """List the demo's scenarios and the end state each pipeline must reach."""
     for name, scenario in demo_runner.SCENARIOS.items():
-        what = FAULTS.get(name, "no fault") if scenario.faults else "no fault"
+        what = scenario.description or (FAULTS.get(name, "no fault") if scenario.faults
+                                        else "no fault")
         ends = ", ".join(f"{p} {s}" for p, s in scenario.expected.items())
         stdout.print(f"{name:21} {what}\n{'':21} → {ends}")

@@ -3,12 +3,14 @@ emulator."""
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from typing import Annotated, Any
 
 import typer
 
+from traingrid_local.cli_runs import one_line
 from traingrid_local.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
 from traingrid_local.emulator import batch, sagemaker
 from traingrid_local.emulator.session import DEFAULT_SPEED
@@ -46,6 +48,16 @@ def serve(
     quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
 ) -> None:
     """Serve the TrainGrid API on 127.0.0.1 over the embedded emulator, until Ctrl-C/SIGTERM."""
+    problems = [p for p in (
+        None if 0 <= port <= 65535 else f"--port {port} is not a TCP port (0-65535)",
+        None if math.isfinite(speed) and speed > 0 else f"--speed {speed} must be positive",
+        None if math.isfinite(training_hours) and training_hours > 0
+        else f"--training-hours {training_hours} must be positive",
+    ) if p]
+    if problems:
+        stderr.print(f"traingrid serve: {'; '.join(problems)}", markup=False,
+                     soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
     batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_hours * 3600
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
@@ -67,7 +79,27 @@ def serve(
     stderr.print("traingrid serve: stopped", highlight=False)
 
 
+def _print_janitor(result: dict[str, Any]) -> None:
+    stdout.print(f"janitor: {result['schedule']} fired for {result['scheduled_at']}",
+                 highlight=False)
+    for entry in result["released"]:
+        stdout.print(f"  {entry['action']} {entry['type']} {entry['id']}: {entry['reason']}",
+                     highlight=False)
+    for entry in result["waiting"]:
+        stdout.print(f"  waiting: {entry['type']} {entry['id']}: {entry['reason']}",
+                     highlight=False)
+    for entry in result["runs_recorded"]:
+        stdout.print(f"  recorded {entry['execution_arn']} {entry['status']}", highlight=False)
+    for error in result["errors"]:
+        stdout.print(f"  error: {error}", highlight=False)
+    if not any(result[k] for k in ("released", "waiting", "runs_recorded", "errors")):
+        stdout.print("  nothing left behind", highlight=False)
+
+
 def _print_fired(job: str, result: dict[str, Any]) -> None:
+    if job == "janitor":
+        _print_janitor(result)
+        return
     stdout.print(f"{job}: {result['schedule']} fired for {result['scheduled_at']} "
                  f"(window {result.get('window')})", highlight=False)
     for entry in result.get("started", []):
@@ -92,14 +124,17 @@ def tick(
         envvar=ENDPOINT_ENV, help="The server `traingrid serve` runs.")] = DEFAULT_ENDPOINT,
 ) -> None:
     """Fire the scheduled jobs in the emulator behind `traingrid serve` (EventBridge schedules
-    never fire there): scheduled retraining starts a fan-out for each campaign with new data."""
+    never fire there): scheduled retraining starts a fan-out for each campaign with new data;
+    the janitor releases what ended runs left behind."""
     try:
         answer = ApiClient(endpoint).call("POST", TICK_PATH, {"jobs": jobs or [], "at": at})
     except Unreachable as error:
-        stderr.print(f"traingrid tick: {error}: start `traingrid serve` first")
+        stderr.print(f"traingrid tick: {one_line(str(error))}: start `traingrid serve` first",
+                     markup=False, soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
     except ApiError as error:
-        stderr.print(f"traingrid tick: {error.message}")
+        stderr.print(f"traingrid tick: {one_line(error.message)}", markup=False,
+                     soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
     for job, result in answer.body["fired"].items():
         _print_fired(job, result)

@@ -16,9 +16,17 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 
 from traingrid_local import terminal
-from traingrid_local.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
+from traingrid_local.client import (
+    DEFAULT_ENDPOINT,
+    ApiClient,
+    ApiError,
+    Unreachable,
+    Unsendable,
+    segment,
+)
 from traingrid_local.terminal import stderr, stdout
 
 commands = typer.Typer()
@@ -36,9 +44,25 @@ Region = Annotated[str | None, typer.Option(
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON.")]
 
 
+def one_line(text: str) -> str:
+    """``text`` with what would break or restyle the line (newlines, escapes) spelled out."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def fail(command: str, reason: str, code: int = RUN_FAILED) -> typer.Exit:
-    stderr.print(f"traingrid {command}: {reason}", highlight=False, soft_wrap=True)
+    # Plain text on one line: a reason quotes what the user typed, which may hold newlines
+    # or look like markup ("[/]").
+    stderr.print(f"traingrid {command}: {one_line(reason)}", highlight=False, soft_wrap=True,
+                 markup=False)
     return typer.Exit(code)
+
+
+def run_path(command: str, name: str, tail: str = "") -> str:
+    if not name:
+        raise fail(command, "name the run (traingrid runs lists them)", INVALID)
+    if "/" in name or name in (".", ".."):  # never a run's name; a path once decoded
+        raise fail(command, f"{name!r} is not a run name (traingrid runs lists them)", INVALID)
+    return f"/runs/{segment(name)}{tail}"
 
 
 def connect(command: str, endpoint: str, stack: str | None, region: str | None) -> ApiClient:
@@ -60,9 +84,11 @@ def call(command: str, client: ApiClient, method: str, path: str, body: Any = No
     except Unreachable as error:
         hint = "start `traingrid serve`, or pass --stack NAME --region R"
         raise fail(command, f"{error}: {hint}", UNREACHABLE) from None
+    except Unsendable as error:
+        raise fail(command, str(error), INVALID) from None
     except ApiError as error:
         for line in terminal.problems_lines(error.problems):
-            stderr.print(line, highlight=False, soft_wrap=True)
+            stderr.print(one_line(line), highlight=False, soft_wrap=True, markup=False)
         raise fail(command, error.message, INVALID if error.status == 400 else RUN_FAILED
                    ) from None
 
@@ -81,7 +107,7 @@ def follow(command: str, client: ApiClient, name: str, timeout: float,
            interval: float = 1.0) -> dict[str, Any]:
     """Poll the run until it ends, showing where it is."""
     deadline = time.monotonic() + timeout
-    path = f"/runs/{name}"
+    path = run_path(command, name)
     if stderr.is_terminal:
         with Live(console=stderr, transient=True, refresh_per_second=4) as live:
             while True:
@@ -105,7 +131,7 @@ def request_body(file: Path | None, fields: dict[str, Any]) -> dict[str, Any]:
     if file is not None:
         try:
             body = json.loads(file.read_text())
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RecursionError) as error:  # nested too deep: recursion
             raise fail("submit", f"cannot read {file}: {error}", INVALID) from None
         if not isinstance(body, dict):
             raise fail("submit", f"{file} must hold a JSON object", INVALID)
@@ -146,7 +172,7 @@ def submit(
         body = request_body(file, {"name": name, "datasets": datasets,
                                    "instance_type": instance_type,
                                    "instance_count": instance_count})
-        path = f"/campaigns/{campaign}/runs"
+        path = f"/campaigns/{segment(campaign)}/runs"
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
     submitted = call("submit", client, "POST", path, body, headers=headers)
     if not wait:
@@ -180,14 +206,14 @@ def status(
     """A run's timeline: each state (poll loops folded) with its start, duration and outcome."""
     client = connect("status", endpoint, stack, region)
     run = follow("status", client, name, timeout) if wait else call(
-        "status", client, "GET", f"/runs/{name}")
+        "status", client, "GET", run_path("status", name))
     if as_json:
         print(json.dumps(run, indent=2))
     else:
         stdout.print(terminal.timeline(run, every_visit))
         stdout.print(f"console: {run['console_url']}", highlight=False, soft_wrap=True)
         if run.get("error"):
-            stdout.print(f"[bold red]{run['error']}[/]: {run.get('cause') or ''}",
+            stdout.print(f"[bold red]{escape(run['error'])}[/]: {escape(run.get('cause') or '')}",
                          soft_wrap=True)
         for artifact in run["artifacts"]:
             region_of = f" ({artifact['region']})" if artifact.get("region") else ""
@@ -226,14 +252,14 @@ def logs(
 ) -> None:
     """Why a run ended as it did, and the tail of its training log."""
     client = connect("logs", endpoint, stack, region)
-    found = call("logs", client, "GET", f"/runs/{name}/logs")
+    found = call("logs", client, "GET", run_path("logs", name, "/logs"))
     if as_json:
         print(json.dumps(found, indent=2))
         return
     stdout.print(f"{found['name']} · {found['pipeline']} · {found['status']}", highlight=False)
     if found.get("error"):
-        stdout.print(f"[bold red]{found['error']}[/]: {found.get('cause') or ''}",
-                     soft_wrap=True)
+        stdout.print(f"[bold red]{escape(found['error'])}[/]: "
+                     f"{escape(found.get('cause') or '')}", soft_wrap=True)
     log = found.get("log")
     if log:
         stdout.rule(log["source"])
@@ -254,11 +280,21 @@ def campaigns(
 ) -> None:
     """Campaigns, their datasets by region, and their last run."""
     if database_url is not None:
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
         from traingrid.db.engine import transaction
         from traingrid.db.repositories import CampaignRepository
 
-        with transaction(database_url) as session:
-            overview = CampaignRepository(session).overview()
+        try:
+            with transaction(database_url) as session:
+                overview = CampaignRepository(session).overview()
+        except ArgumentError as error:
+            raise fail("campaigns", f"{database_url!r} is not a database URL: {error}",
+                       INVALID) from None
+        except SQLAlchemyError as error:
+            first = (str(error).splitlines() or [type(error).__name__])[0]
+            raise fail("campaigns", f"cannot read the campaign database: {first}",
+                       UNREACHABLE) from None
     else:
         client = connect("campaigns", endpoint, stack, region)
         overview = call("campaigns", client, "GET", "/campaigns")["campaigns"]

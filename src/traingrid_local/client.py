@@ -4,12 +4,13 @@ requires."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
 
@@ -30,6 +31,28 @@ class ApiError(Exception):
 
 class Unreachable(Exception):
     """Nothing answers at the endpoint."""
+
+
+class Unsendable(ValueError):
+    """HTTP cannot carry the request as given (a header with a line break, a non-ASCII
+    header); nothing was sent."""
+
+
+def segment(value: str) -> str:
+    """One path segment, percent-encoded: a name is never read as a path, query or fragment."""
+    return quote(value, safe="")
+
+
+def _check_endpoint(endpoint: str) -> None:
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Unreachable(f"{endpoint!r} is not an http(s) URL")
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    for name, value in headers.items():
+        if not value.isascii() or not value.isprintable():
+            raise Unsendable(f"the {name} header must be printable ASCII")
 
 
 @dataclass(frozen=True)
@@ -91,6 +114,7 @@ class ApiClient:
                 query: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> Answer:
         """Send one request; return the answer whatever its status."""
+        _check_endpoint(self.endpoint)
         wanted = {k: v for k, v in (query or {}).items() if v is not None}
         url = self.endpoint + path + (f"?{urlencode(wanted)}" if wanted else "")
         data = None if body is None else (
@@ -98,6 +122,7 @@ class ApiClient:
         sent = {"Accept": "application/json", **(headers or {})}
         if data is not None:
             sent.setdefault("Content-Type", "application/json")
+        _check_headers(sent)
         if self.signer is not None:
             sent = self.signer.headers(method, url, data, sent)
         request = urllib.request.Request(url, data=data, method=method, headers=sent)
@@ -109,6 +134,8 @@ class ApiClient:
         except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
             reason = getattr(error, "reason", error)
             raise Unreachable(f"nothing answers at {self.endpoint} ({reason})") from None
+        except http.client.InvalidURL as error:  # e.g. a port out of range
+            raise Unreachable(f"{self.endpoint!r} is not a usable URL: {error}") from None
 
     def call(self, method: str, path: str, body: Any = None,
              query: dict[str, Any] | None = None,

@@ -53,6 +53,17 @@ def _matches(fields: list[set[int] | None], moment: datetime) -> bool:
                                                                              strict=True))
 
 
+def interval_seconds(expression: str, now: datetime | None = None) -> int:
+    """How often a ``rate(...)`` schedule comes due; for a cron schedule, the gap between the
+    last two times it came due before ``now`` (at least a minute)."""
+    if rate := RATE.match(expression):
+        unit = {"minute": 60, "hour": 3600, "day": 86400}[rate.group(2).rstrip("s")]
+        return int(rate.group(1)) * unit
+    due = last_due(expression, now or datetime.now(UTC))
+    before = last_due(expression, due - timedelta(minutes=1))
+    return max(60, int((due - before).total_seconds()))
+
+
 def last_due(expression: str, now: datetime) -> datetime:
     """The latest time at or before ``now`` when the schedule comes due."""
     now = now.astimezone(UTC).replace(second=0, microsecond=0)

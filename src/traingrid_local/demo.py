@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from traingrid.db.engine import dispose
-from traingrid_local import campaign_demo, report
+from traingrid_local import campaign_demo, report, schedules
+from traingrid_local.cron import interval_seconds
 from traingrid_local.emulator import batch as emulated_batch
+from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.faults import StateFault
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
 from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
@@ -31,12 +35,18 @@ DEMO_DATABASE = Path(".traingrid") / "campaigns.db"
 class Scenario:
     faults: frozenset[str]
     expected: dict[str, str]  # pipeline → the status its runs must end in
+    state_faults: Mapping[str, StateFault] = field(default_factory=dict)
+    description: str | None = None  # what happens, when it is not one named fault
 
+
+# A run is stopped this far into its training wait, while its job trains.
+ABORT_TRAINING_AFTER_S = 30 * 60
 
 SCENARIOS: dict[str, Scenario] = {
     "happy": Scenario(frozenset(), {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
     "fsx-create-failed": Scenario(frozenset({"fsx-create-failed"}), {"training": "FAILED"}),
     "batch-job-failed": Scenario(frozenset({"batch-job-failed"}), {"training": "FAILED"}),
+    "node-lost": Scenario(frozenset({"node-lost"}), {"training": "FAILED"}),
     "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
     "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
     "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),
@@ -46,7 +56,19 @@ SCENARIOS: dict[str, Scenario] = {
     "sagemaker-quota": Scenario(frozenset({"sagemaker-quota"}), {"campaign": "SUCCEEDED"}),
     "sagemaker-job-failed": Scenario(frozenset({"sagemaker-job-failed"}),
                                      {"campaign": "FAILED"}),
+    "abort-during-hydrate": Scenario(
+        frozenset(), {"training": "ABORTED"}, {"CheckFileSystem": StateFault("abort")},
+        "the run is stopped (StopExecution) while its file system hydrates"),
+    "abort-during-training": Scenario(
+        frozenset(), {"training": "ABORTED"},
+        {"AwaitTrainingJob": StateFault("abort", after_s=ABORT_TRAINING_AFTER_S)},
+        "the run is stopped 30 minutes into its training job"),
+    "abort-during-archive": Scenario(
+        frozenset(), {"training": "ABORTED"}, {"CheckArchive": StateFault("abort")},
+        "the run is stopped while its archive in S3 is checked"),
 }
+# The janitor runs on its schedule until nothing is left to release, at most this many times.
+JANITOR_PASSES = 12
 STATE_MACHINES = {"training": "TrainingRunStateMachineArn",
                   "campaign": "CampaignFanoutStateMachineArn"}
 MACHINE_NAMES = {"training": "TrainingRun", "campaign": "CampaignFanout"}
@@ -90,6 +112,9 @@ class DemoOptions:
             problems.append(f"manifest file {self.manifest} does not exist")
         if not self.key or self.key.startswith("/"):
             problems.append("--key must be a relative S3 key like data/manifest.json")
+        for option, value in (("--speed", self.speed), ("--training-hours", self.training_hours)):
+            if not math.isfinite(value) or value <= 0:
+                problems.append(f"{option} must be a positive number, not {value}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -135,6 +160,25 @@ def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: 
         time.sleep(0.2)
 
 
+def settle(emulator: Emulator, deployment: Deployment,
+           max_passes: int = JANITOR_PASSES) -> list[dict[str, Any]]:
+    """Fire the janitor's schedule, once every scheduled interval of simulated time, until a
+    pass finds nothing left to wait for (an export, a stopping job, a hydrating file system);
+    the passes' results. Ended runs set it off at once already (their status-change event):
+    these are the passes EventBridge's schedule makes afterwards."""
+    schedule = emulator.client("events").describe_rule(
+        Name=deployment.stack.resources["JanitorFunctionSweep"])["ScheduleExpression"]
+    interval_s = interval_seconds(schedule)
+    passes: list[dict[str, Any]] = []
+    while len(passes) < max_passes:
+        result = schedules.fire(emulator, deployment.stack, "janitor")
+        passes.append(result)
+        if not result["pending"] and not result["errors"]:
+            break
+        time.sleep(CLOCK.real_seconds(interval_s))
+    return passes
+
+
 def demo_database_url() -> str:
     """A fresh database file for each demo, kept afterwards for `traingrid campaigns`."""
     url = f"sqlite:///{DEMO_DATABASE.resolve()}"
@@ -150,7 +194,8 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
     emulated_batch.TRAINING_SECONDS = options.training_hours * 3600
     started = time.monotonic()
     with Emulator(speed=options.speed, fault_names=scenario.faults,
-                  fault_region=options.fault_region) as emulator:
+                  fault_region=options.fault_region,
+                  state_faults=scenario.state_faults) as emulator:
         deployment = deploy_traingrid(
             emulator, database_url=options.database_url or demo_database_url())
         try:
@@ -160,7 +205,8 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
                 start_campaign(emulator, deployment)
             machines = [deployment.stack.outputs[STATE_MACHINES[p]] for p in pipelines]
             arns = wait_for_runs(emulator, machines, options.timeout_s, progress)
-            result = report.build(emulator, deployment, arns)
+            passes = settle(emulator, deployment)
+            result = report.build(emulator, deployment, arns, passes)
         finally:
             deployment.close()
     expected = {MACHINE_NAMES[p]: scenario.expected[p] for p in pipelines}

@@ -50,15 +50,18 @@ def _task_output(events: list[dict[str, Any]], state: str) -> dict[str, Any] | N
     for event in events:
         if event["id"] in scheduled:
             inside = True
+        elif event["type"].endswith("StateEntered"):
+            inside = False  # that visit ended without success
         elif inside and event["type"] == "TaskSucceeded":
             return json.loads(event["taskSucceededEventDetails"]["output"])
     return None
 
 
 def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """How long a TrainingRun's file system sat idle after its training job ended: until the
-    archive started, plus from the archive's end until the file system's deletion (the export
-    itself is work, not idleness). None if the job never ran to an end."""
+    """Cleanup lag: simulated seconds from the training job's terminal state to the file
+    system's deletion, with the part until the run acted on the job's end (``noticed_s``) and
+    the export task's (``export_s``, 0 when the job archived its outputs itself). None if the
+    job never ran to an end or the file system was not deleted."""
     submitted = _task_output(events, "SubmitTrainingJob")
     deleted_at = _entered(emulator, events, "DeleteFileSystem")
     if submitted is None or deleted_at is None:
@@ -67,18 +70,19 @@ def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] 
     if "stoppedAt" not in job:
         return None
     ended_at = job["stoppedAt"] / 1000
-    export = _task_output(events, "StartExport")
-    if export is None:
-        idle = round(deleted_at - ended_at, 1)
-        return {"idle_s": idle, "noticed_s": idle, "export_s": 0.0}
-    task = emulator.client("fsx").describe_data_repository_tasks(
-        TaskIds=[export["DataRepositoryTask"]["TaskId"]])["DataRepositoryTasks"][0]
-    export_started = _entered(emulator, events, "StartExport") or ended_at
-    export_ended = task["EndTime"].timestamp() if "EndTime" in task else deleted_at
+    acted_at = min((t for t in (_entered(emulator, events, state) for state in
+                                ("CheckArchive", "StartExport")) if t is not None),
+                   default=deleted_at)
+    export_s = 0.0
+    if (export := _task_output(events, "StartExport")) is not None:
+        task = emulator.client("fsx").describe_data_repository_tasks(
+            TaskIds=[export["DataRepositoryTask"]["TaskId"]])["DataRepositoryTasks"][0]
+        started = task["CreationTime"].timestamp()
+        export_s = (task["EndTime"].timestamp() if "EndTime" in task else deleted_at) - started
     return {
-        "idle_s": round(export_started - ended_at + max(0.0, deleted_at - export_ended), 1),
-        "noticed_s": round(export_started - ended_at, 1),  # the job's end, until acted on
-        "export_s": round(export_ended - export_started, 1),
+        "lag_s": round(deleted_at - ended_at, 1),
+        "noticed_s": round(acted_at - ended_at, 1),
+        "export_s": round(export_s, 1),
     }
 
 
@@ -109,33 +113,70 @@ def _tags(fs: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
 
 
-def file_systems(emulator: Emulator) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(leaked, retained): a kept file system is accounted for while its expiry is ahead."""
+class Executions:
+    """Whether the execution a resource is tagged with still runs (it then owns the resource)."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.sfn = emulator.client("stepfunctions")
+        self.known: dict[str, str] = {}
+
+    def status(self, tags: dict[str, str]) -> str | None:
+        arn = tags.get("traingrid:execution")
+        if not arn:
+            return None
+        if arn not in self.known:
+            try:
+                self.known[arn] = self.sfn.describe_execution(executionArn=arn)["status"]
+            except self.sfn.exceptions.ExecutionDoesNotExist:
+                self.known[arn] = "GONE"
+        return self.known[arn]
+
+    def running(self, tags: dict[str, str]) -> bool:
+        return self.status(tags) == "RUNNING"
+
+
+def file_systems(emulator: Emulator, executions: Executions | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(leaked, retained): a kept file system is accounted for while its expiry is ahead, one
+    of a running execution is in use."""
+    executions = executions or Executions(emulator)
     leaked, retained = [], []
     now = emulator.now_iso()
     for fs in emulator.client("fsx").describe_file_systems()["FileSystems"]:
         tags = _tags(fs)
+        if executions.running(tags):
+            continue
         entry = {"type": "fsx:file-system", "id": fs["FileSystemId"],
                  "run": tags.get("traingrid:run"), "lifecycle": fs.get("Lifecycle"),
-                 "expires_at": tags.get("traingrid:expires-at")}
+                 "expires_at": tags.get("traingrid:expires-at"),
+                 "execution_status": executions.status(tags)}
         kept = "traingrid:retained" in tags and entry["expires_at"] and entry["expires_at"] > now
         (retained if kept else leaked).append(entry)
     return leaked, retained
 
 
-def live_training_jobs(emulator: Emulator, regions: list[str]) -> list[dict[str, Any]]:
-    """SageMaker training jobs still running (or stopping) in any region."""
+def live_training_jobs(emulator: Emulator, regions: list[str],
+                       executions: Executions | None = None) -> list[dict[str, Any]]:
+    """SageMaker training jobs still running (or stopping) in any region, without a running
+    execution."""
+    executions = executions or Executions(emulator)
     found = []
     for region in regions:
         sagemaker = emulator.client("sagemaker", region)
         for status in ("InProgress", "Stopping"):
             for job in sagemaker.list_training_jobs(StatusEquals=status)["TrainingJobSummaries"]:
-                found.append({"type": "sagemaker:training-job", "id": job["TrainingJobName"],
-                              "region": region, "status": status})
+                tags = _tags(sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]))
+                if not executions.running(tags):
+                    found.append({"type": "sagemaker:training-job", "id": job["TrainingJobName"],
+                                  "region": region, "status": status,
+                                  "run": tags.get("traingrid:run"),
+                                  "execution_status": executions.status(tags)})
     return found
 
 
-def live_jobs(emulator: Emulator) -> list[dict[str, Any]]:
+def live_jobs(emulator: Emulator, executions: Executions | None = None) -> list[dict[str, Any]]:
+    """Batch jobs still queued or running, without a running execution."""
+    executions = executions or Executions(emulator)
     batch = emulator.client("batch")
     found = []
     for queue in batch.describe_job_queues()["jobQueues"]:
@@ -143,9 +184,68 @@ def live_jobs(emulator: Emulator) -> list[dict[str, Any]]:
             for job in batch.list_jobs(jobQueue=queue["jobQueueArn"], jobStatus=status)[
                 "jobSummaryList"
             ]:
-                found.append({"type": "batch:job", "id": job["jobId"], "name": job["jobName"],
-                              "status": job["status"]})
+                (described,) = batch.describe_jobs(jobs=[job["jobId"]])["jobs"]
+                tags = described.get("tags") or {}
+                if not executions.running(tags):
+                    found.append({"type": "batch:job", "id": job["jobId"],
+                                  "name": job["jobName"], "status": job["status"],
+                                  "execution_status": executions.status(tags)})
     return found
+
+
+def function_log_lines(emulator: Emulator, stack: Stack, logical_id: str
+                       ) -> list[dict[str, Any]]:
+    """A function's structured (JSON) log lines from its CloudWatch Logs group, oldest first."""
+    logs = emulator.client("logs")
+    group = f"/aws/lambda/{stack.resources[logical_id]}"
+    try:
+        events = logs.filter_log_events(logGroupName=group)["events"]
+    except logs.exceptions.ResourceNotFoundException:
+        return []
+    lines = []
+    for event in events:
+        try:
+            lines.append(json.loads(event["message"]))
+        except ValueError:
+            continue
+    return lines
+
+
+def janitor_actions(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
+    """What the janitor released, from its CloudWatch Logs (every pass: on schedule and when
+    a run ended)."""
+    actions = []
+    for line in function_log_lines(emulator, stack, "JanitorFunction"):
+        if str(line.get("message", "")).startswith("janitor: ") and "action" in line:
+            actions.append({k: line.get(k) for k in (
+                "action", "type", "id", "region", "run", "execution_status", "reason",
+                "export_task_id", "archive", "expires_at") if line.get(k) is not None})
+    return actions
+
+
+def unlisted_outputs(emulator: Emulator, bucket: str, runs: list[str],
+                     listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outputs of runs that reached S3 without a manifest: exported before the run was
+    stopped, or by the janitor after it."""
+    have_manifest = {a["run"] for a in listed}
+    s3 = emulator.client("s3")
+    found = []
+    for run in (r for r in runs if r not in have_manifest):
+        prefix = f"runs/{run}/"
+        for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []):
+            found.append({"run": run, "uri": f"s3://{bucket}/{item['Key']}",
+                          "size": item["Size"], "etag": item["ETag"].strip('"'),
+                          "manifest": False})
+    return found
+
+
+def janitor_summary(passes: list[dict[str, Any]], actions: list[dict[str, Any]],
+                    leaked: list[dict[str, Any]]) -> str:
+    done = ", ".join(f"{a['action']} {a['type']} {a['id']}" for a in actions) or "nothing"
+    left = (f"{len(leaked)} resource(s) leaked" if leaked
+            else "nothing leaked: no file system, Batch job or SageMaker job is left without "
+                 "a running execution")
+    return f"after {len(passes)} scheduled janitor pass(es) the janitor had done {done}; {left}"
 
 
 def artifacts(emulator: Emulator, bucket: str) -> list[dict[str, Any]]:
@@ -162,26 +262,16 @@ def artifacts(emulator: Emulator, bucket: str) -> list[dict[str, Any]]:
 
 def trigger_outcomes(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
     """What the upload trigger decided for each manifest (from its CloudWatch Logs)."""
-    logs = emulator.client("logs")
-    group = f"/aws/lambda/{stack.resources['StartRunFunction']}"
-    try:
-        events = logs.filter_log_events(logGroupName=group)["events"]
-    except logs.exceptions.ResourceNotFoundException:
-        return []
     outcomes = []
-    for event in events:
-        try:
-            line = json.loads(event["message"])
-        except ValueError:
-            continue
+    for line in function_log_lines(emulator, stack, "StartRunFunction"):
         if line.get("message") == "manifest rejected; nothing started":
             outcomes.append({"status": "rejected", "key": line.get("key"),
                              "problems": line.get("problems")})
     return outcomes
 
 
-def build(emulator: Emulator, deployment: Deployment,
-          execution_arns: list[str]) -> dict[str, Any]:
+def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
+          janitor_passes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     stack = deployment.stack
     executions = [execution_entry(emulator, stack, arn) for arn in execution_arns]
     found = artifacts(emulator, stack.outputs["DataBucketName"])
@@ -193,11 +283,21 @@ def build(emulator: Emulator, deployment: Deployment,
                                                        entry["execution_arn"])
             found += [{"run": entry["name"], "uri": job["artifacts"], "region": job["region"]}
                       for job in entry["jobs"] if job["artifacts"]]
-    leaked_fs, retained = file_systems(emulator)
+    owners = Executions(emulator)
+    leaked_fs, retained = file_systems(emulator, owners)
+    leaked = leaked_fs + live_jobs(emulator, owners) + live_training_jobs(
+        emulator, sorted(deployment.regional), owners)
+    passes = janitor_passes or []
+    actions = janitor_actions(emulator, stack)
+    found += unlisted_outputs(
+        emulator, stack.outputs["DataBucketName"],
+        [e["name"] for e in executions if e["state_machine"] == "TrainingRun"], found)
     return {
         "executions": executions,
-        "leaked_resources": leaked_fs + live_jobs(emulator)
-        + live_training_jobs(emulator, sorted(deployment.regional)),
+        "leaked_resources": leaked,
+        "janitor": {"scheduled_passes": len(passes), "actions": actions,
+                    "errors": [e for p in passes for e in p["errors"]],
+                    "summary": janitor_summary(passes, actions, leaked)},
         "retained_resources": retained,
         "artifacts": found,
         "rejected_manifests": trigger_outcomes(emulator, stack),

@@ -33,6 +33,10 @@ SCHEDULED_JOBS = {
         "RetrainCampaignsFunction", "Retrain",
         "scheduled retraining: one fan-out per campaign with data registered since its last "
         "successful run"),
+    "janitor": ScheduledJob(
+        "JanitorFunction", "Sweep",
+        "the janitor: releases the file systems, Batch jobs and SageMaker jobs that ended runs "
+        "left behind"),
 }
 
 

@@ -83,9 +83,9 @@ def test_submit_from_a_file_waits_with_progress_and_shows_the_timeline(traingrid
 
     status = traingrid("status", "cli-run")
     assert status.exit_code == 0, status.output
-    for step in ("Plan", "CreateFileSystem", "SubmitTrainingJob", "WriteManifest",
+    for step in ("Plan", "CreateFileSystem", "SubmitTrainingJob", "Archive",
                  "DeleteFileSystem", "Succeeded"):
-        assert step in status.stdout
+        assert step in status.stdout, status.stdout
     assert f"artifacts: s3://{DEMO_BUCKET}/runs/cli-run/" in status.stdout
     every = traingrid("status", "cli-run", "--every-visit", "--json")
     assert json.loads(every.stdout)["input"]["request"]["epochs"] == 30
@@ -139,8 +139,11 @@ def test_campaigns_and_tick_fire_the_schedule_once(traingrid):
     assert first.exit_code == again.exit_code == 0, first.output + again.output
     assert "started av-drive-2026-11-20261123T0200-" in first.stdout
     assert "already started av-drive-2026-11-20261123T0200-" in again.stdout
-    unknown = traingrid("tick", "janitor")
-    assert unknown.exit_code == 1 and "no scheduled job janitor" in unknown.stderr
+    assert "janitor: rate(15 minutes) fired for" in again.stdout  # every job, by default
+    janitor = traingrid("tick", "janitor")
+    assert janitor.exit_code == 0 and "started" not in janitor.stdout
+    unknown = traingrid("tick", "sweeper")
+    assert unknown.exit_code == 1 and "no scheduled job sweeper" in unknown.stderr
 
 
 def test_without_a_server_the_commands_say_what_to_do():
@@ -218,3 +221,12 @@ def test_serve_answers_on_loopback_and_stops_cleanly_on_sigterm(tmp_path):
     assert code == 0, err
     assert err.strip().splitlines()[-1] == "traingrid serve: stopped"
     assert runner.invoke(app, ["runs", "--endpoint", url]).exit_code == 3
+
+
+@pytest.mark.parametrize("name", ["/", "a/b", "..", "."])
+def test_a_name_that_is_a_path_is_refused_not_sent(traingrid, name):
+    for command in ("status", "logs"):
+        result = traingrid(command, name)
+        assert result.exit_code == 2, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert "is not a run name" in result.stderr.strip().splitlines()[-1]

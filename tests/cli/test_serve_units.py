@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from traingrid_local.cron import last_due
+from traingrid_local.cron import interval_seconds, last_due
 from traingrid_local.server import api_routes, match_route, proxy_event
 
 ROUTES = api_routes()
@@ -65,3 +65,12 @@ def test_when_a_schedule_last_came_due(expression, due):
 def test_unsupported_schedules_say_so(expression):
     with pytest.raises(ValueError):
         last_due(expression, SUNDAY)
+
+
+@pytest.mark.parametrize(("expression", "seconds"), [
+    ("rate(15 minutes)", 900), ("rate(1 day)", 86400), ("rate(6 hours)", 21600),
+    ("cron(*/15 * * * ? *)", 900), ("cron(0 2 * * ? *)", 86400),
+    ("cron(0 9 ? * MON-FRI *)", 86400),  # from Sunday: Friday 09:00, Thursday 09:00
+])
+def test_how_often_a_schedule_comes_due(expression, seconds):
+    assert interval_seconds(expression, SUNDAY) == seconds

@@ -254,3 +254,61 @@ def test_transaction_commits_on_success_and_rolls_back_on_error(migrated_url):
     with Session(engine_for(migrated_url)) as session:
         assert session.scalars(select(Campaign.id)).all() == ["kept"]
     assert engine_for(migrated_url) is engine_for(migrated_url)
+
+
+def test_running_runs_and_closing_one_whose_execution_ended(session):
+    start_planned_run(session)
+    runs = RunRepository(session)
+    runs.start(CAMPAIGN, "done", ARN + "-done", "data-local", T0 + hours(1))
+    runs.finish(ARN + "-done", RunStatus.SUCCEEDED, T0 + hours(2))
+    runs.record_job(ARN, "eu-west-1", status="Completed", artifacts="s3://a/model.tar.gz")
+
+    assert [r.execution_arn for r in runs.running()] == [ARN]
+    closed = runs.close(ARN, T0 + hours(3), "The execution ended ABORTED", "stopped early")
+
+    assert (closed.status, closed.ended_at, closed.failure_cause) == (
+        "FAILED", T0 + hours(3), "The execution ended ABORTED")
+    jobs = {j.requested_region: j for j in closed.jobs}
+    # A job with an outcome keeps it; the others are stopped, saying why.
+    assert (jobs["eu-west-1"].status, jobs["eu-west-1"].failure_cause) == ("Completed", None)
+    assert (jobs["us-west-2"].status, jobs["us-west-2"].failure_cause) == ("Stopped",
+                                                                          "stopped early")
+    assert runs.running() == []
+    with pytest.raises(RecordNotFound):
+        runs.close(ARN + "-unknown", T0, "x", "y")
+
+
+def test_region_codes_are_every_region_enabled_or_not(session):
+    add_regions(session)
+    region = RegionRepository(session)
+    codes = region.codes()
+    region.get(codes[0]).enabled = False
+
+    assert region.codes() == codes == sorted(codes) and len(codes) > 1
+
+
+def test_a_run_whose_every_region_completed_closes_succeeded(session):
+    start_planned_run(session)
+    runs = RunRepository(session)
+    for region in ("eu-west-1", "us-west-2"):
+        runs.record_job(ARN, region, status="Completed", artifacts=f"s3://{region}/model")
+
+    closed = runs.close(ARN, T0 + hours(3), "The execution ended ABORTED", "stopped early")
+
+    assert (closed.status, closed.failure_cause) == ("SUCCEEDED", None)
+    assert {j.status for j in closed.jobs} == {"Completed"}
+
+
+def test_a_region_completed_after_its_run_was_closed_completes_the_run(session):
+    start_planned_run(session)
+    runs = RunRepository(session)
+    runs.record_job(ARN, "eu-west-1", status="Completed")
+    closed = runs.close(ARN, T0 + hours(3), "The execution ended ABORTED", "stopped early")
+    assert closed.status == "FAILED"
+
+    # The step that was in flight when the execution stopped records its region at last.
+    runs.record_job(ARN, "us-west-2", status="Completed", artifacts="s3://b/model")
+
+    assert (closed.status, closed.failure_cause) == ("SUCCEEDED", None)
+    runs.record_job(ARN, "us-west-2", status="Failed", failure_cause="it did not")
+    assert closed.status == "SUCCEEDED"  # only completing every region changes the outcome

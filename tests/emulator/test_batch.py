@@ -313,3 +313,20 @@ def test_fault_lost_events_announces_nothing(
     wait_until(lambda: batch.DROPPED_EVENTS["count"] - dropped == 6, timeout=5,
                what="six dropped events")
     assert _recorded(emulator, machine) == []
+
+
+def test_a_job_terminated_before_it_started_writes_nothing(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator(faults={"stuck-runnable"})
+    setup = create_batch(emulator)
+    fs = create_lustre(emulator, setup.network.subnet_id)
+    job_id = _submit(emulator, setup, "r9", environment_override({
+        "FSX_DNS_NAME": fs["DNSName"], "OUTPUT_DIR": "/fsx/runs/r9", "TRAINGRID_RUN": "r9"}))
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE",
+               what="the job to queue")
+
+    emulator.client("batch").terminate_job(jobId=job_id, reason="never mind")
+
+    assert describe_job(emulator, job_id)["status"] == "FAILED"
+    assert fsx_backends[ACCOUNT_ID][emulator.region].file_systems[fs["FileSystemId"]].files == {}

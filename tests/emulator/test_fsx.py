@@ -220,3 +220,40 @@ def test_describing_an_unknown_task_fails(emulator: Emulator) -> None:
         emulator.client("fsx").describe_data_repository_tasks(TaskIds=["task-0123456789abcdef0"])
 
     assert missing.value.response["Error"]["Code"] == "DataRepositoryTaskNotFound"
+
+
+def test_tasks_can_be_selected_by_file_system_and_lifecycle(
+    start_emulator: StartEmulator,
+) -> None:
+    emulator = start_emulator(speed=SLOW)
+    first = _file_system_with_files(emulator)
+    second = create_lustre(emulator, create_network(emulator).subnet_id,
+                           **REPOSITORY)["FileSystemId"]
+    done = _wait_for_task(emulator, _export(emulator, first, ["runs/r1"])["TaskId"])
+    other = _export(emulator, second, ["runs"])
+    fsx_client = emulator.client("fsx")
+
+    def ids(*filters: dict[str, Any]) -> list[str]:
+        tasks = fsx_client.describe_data_repository_tasks(Filters=list(filters))
+        return [t["TaskId"] for t in tasks["DataRepositoryTasks"]]
+
+    assert ids({"Name": "file-system-id", "Values": [first]}) == [done["TaskId"]]
+    assert ids({"Name": "file-system-id", "Values": [first, second]}) == [
+        done["TaskId"], other["TaskId"]]
+    assert ids({"Name": "file-system-id", "Values": [first, second]},
+               {"Name": "task-lifecycle", "Values": ["SUCCEEDED"]}) == [done["TaskId"]]
+    with pytest.raises(ClientError, match="file-system-id"):
+        ids({"Name": "data-repository-association-id", "Values": ["dra-1"]})
+
+
+def test_a_deleted_file_system_keeps_a_record_of_its_files_and_tags(emulator: Emulator) -> None:
+    fs_id = _file_system_with_files(emulator)
+    fsx_client = emulator.client("fsx")
+    arn = _describe(emulator, fs_id)["ResourceARN"]
+    fsx_client.tag_resource(ResourceARN=arn, Tags=[{"Key": "traingrid:run", "Value": "r1"}])
+
+    fsx_client.delete_file_system(FileSystemId=fs_id)
+
+    record = fsx.deleted(fsx_backends[ACCOUNT_ID][emulator.region])[fs_id]
+    assert record["files"] == FILES and record["tags"] == {"traingrid:run": "r1"}
+    assert fsx_client.describe_file_systems()["FileSystems"] == []

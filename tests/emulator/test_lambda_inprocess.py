@@ -4,9 +4,13 @@ each function makes, and a simulated clock that stands still while a handler run
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -20,6 +24,7 @@ from .helpers import create_role, create_state_machine, history_types, run_execu
 
 CODE = '''
 import os
+import sys
 import uuid
 
 GREETING_AT_COLD_START = os.environ["GREETING"]
@@ -253,7 +258,9 @@ def test_the_shared_powertools_logger_takes_each_functions_settings(emulator: Em
 
 
 SLOW = """
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 
 def handler(event, context):
@@ -295,3 +302,180 @@ def test_a_missing_handler_is_a_function_error(emulator: Emulator) -> None:
 
     assert response["FunctionError"] == "Unhandled"
     assert payload["errorType"] == "Runtime.HandlerNotFound"
+
+
+WAITING = '''
+import os
+import sys
+import threading
+
+STARTED = threading.Event()
+RELEASE = threading.Event()
+
+
+def handler(event, context):
+    os.environ["SET_BY_THE_FUNCTION"] = "yes"
+    del os.environ["GREETING_TO_DROP"]
+    STARTED.set()
+    RELEASE.wait(10)
+    return {"greeting": os.environ["GREETING"], "set": os.environ["SET_BY_THE_FUNCTION"],
+            "dropped": "GREETING_TO_DROP" in os.environ,
+            "listed": sorted(k for k in os.environ if k.startswith("GREETING"))}
+'''
+
+
+def test_a_running_function_never_changes_the_environment_other_threads_see(
+        emulator: Emulator) -> None:
+    """Other threads (the caller, state machines) read the process environment while a
+    function runs; they never see its variables, nor a half-restored environment."""
+    emulator.client("lambda").create_function(
+        FunctionName="waiting", Runtime="python3.11", Handler="app.handler",
+        Role=create_role(emulator, "waiting-role"),
+        Code={"ZipFile": zip_files({"app.py": WAITING})},
+        Environment={"Variables": {"GREETING": "hallo", "GREETING_TO_DROP": "x"}},
+    )
+    os.environ["GREETING_TO_DROP"] = "the process's own"
+    before = dict(os.environ)
+    result: dict[str, Any] = {}
+    invoking = threading.Thread(target=lambda: result.update(
+        payload=_invoke(emulator, "waiting", {})[1]))
+    try:
+        invoking.start()
+        module = _loaded_module("waiting")
+        assert module.STARTED.wait(10)
+        seen = [dict(os.environ) for _ in range(200)]  # while the function is inside
+        module.RELEASE.set()
+        invoking.join(10)
+    finally:
+        os.environ.pop("GREETING_TO_DROP", None)
+
+    assert result["payload"] == {"greeting": "hallo", "set": "yes", "dropped": False,
+                                 "listed": ["GREETING"]}
+    assert all(snapshot == before for snapshot in seen)
+    assert "SET_BY_THE_FUNCTION" not in os.environ and "GREETING" not in os.environ
+
+
+def _loaded_module(function_name: str) -> Any:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for module in list(lambda_inprocess._MODULES.values()):
+            if module.__name__.startswith(f"traingrid_lambda_{function_name}_"):
+                return module
+        time.sleep(0.01)
+    raise AssertionError(f"{function_name} was never loaded")
+
+
+def test_concurrent_invocations_each_see_their_own_function_environment(
+        emulator: Emulator) -> None:
+    for name, greeting in (("english", "hello"), ("german", "hallo"), ("french", "bonjour")):
+        _create(emulator, name, "app.handler", CODE, greeting=greeting)
+    expected = {"english": "hello", "german": "hallo", "french": "bonjour"}
+    names = list(expected) * 10
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        payloads = list(pool.map(lambda name: _invoke(emulator, name, {})[1], names))
+
+    assert [p["env"] for p in payloads] == [expected[n] for n in names]
+    assert "GREETING" not in os.environ
+
+
+def test_each_log_record_is_one_event_whatever_line_separators_it_quotes(
+        emulator: Emulator) -> None:
+    """Lambda cuts a function's output at newlines only: a JSON log record quoting a U+2028
+    or U+0085 (an S3 key may hold them) stays one event that parses."""
+    code = ('import json\n\ndef handler(event, context):\n'
+            '    print(json.dumps({"key": event["key"]}, ensure_ascii=False))\n'
+            '    print("second\\r")\n')
+    emulator.client("lambda").create_function(
+        FunctionName="quoting", Runtime="python3.11", Handler="app.handler",
+        Role=create_role(emulator, "quoting-role"), Code={"ZipFile": zip_files({"app.py": code})})
+    key = "data\u2028set\x85/\x1cmanifest.json"
+    _invoke(emulator, "quoting", {"key": key})
+
+    events = emulator.client("logs").filter_log_events(logGroupName="/aws/lambda/quoting")
+    messages = [e["message"] for e in events["events"]]
+    assert messages == [json.dumps({"key": key}, ensure_ascii=False), "second"]
+    assert json.loads(messages[0]) == {"key": key}
+
+
+def test_what_other_threads_print_while_a_function_runs_stays_theirs(
+        emulator: Emulator) -> None:
+    """stdout is process-wide: a function's log gets only what the function prints, and the
+    stream another thread installs meanwhile (as a CLI test runner does) is left in place."""
+    code = WAITING.replace("    STARTED.set()", '    print("from the function")\n    STARTED.set()')
+    emulator.client("lambda").create_function(
+        FunctionName="printing", Runtime="python3.11", Handler="app.handler",
+        Role=create_role(emulator, "printing-role"),
+        Code={"ZipFile": zip_files({"app.py": code})},
+        Environment={"Variables": {"GREETING": "hallo", "GREETING_TO_DROP": "x"}},
+    )
+    mine = io.StringIO()
+    invoking = threading.Thread(target=lambda: _invoke(emulator, "printing", {}))
+    invoking.start()
+    module = _loaded_module("printing")
+    assert module.STARTED.wait(10)
+    saved = sys.stdout
+    try:
+        sys.stdout = mine
+        print("from the test")
+        module.RELEASE.set()
+        invoking.join(10)
+        assert sys.stdout is mine  # not put back to what it was when the function started
+    finally:
+        sys.stdout = saved
+
+    assert mine.getvalue() == "from the test\n"
+    events = emulator.client("logs").filter_log_events(logGroupName="/aws/lambda/printing")
+    assert [e["message"] for e in events["events"]] == ["from the function"]
+
+
+SECRET_READER = """
+from traingrid.aws.secrets import database_url
+
+
+def handler(event, context):
+    return database_url(event["secret"])
+"""
+
+
+def test_each_function_makes_its_own_cached_lookups(emulator: Emulator) -> None:
+    secret = emulator.client("secretsmanager").create_secret(
+        Name="db", SecretString=json.dumps({"url": "sqlite:///x.db"}))["ARN"]
+    _create(emulator, "first-reader", "app.handler", SECRET_READER)
+    _create(emulator, "second-reader", "app.handler", SECRET_READER)
+
+    answers = [_invoke(emulator, name, {"secret": secret})[1]
+               for name in ("first-reader", "second-reader", "first-reader")]
+
+    assert answers == ["sqlite:///x.db"] * 3
+    # As in two processes: the second function reads the secret itself, whatever the first
+    # one cached in the runtime package they share here.
+    for name in ("first-reader", "second-reader"):
+        assert lambda_inprocess.CALLS[name] == {"secretsmanager:GetSecretValue"}
+
+
+def test_a_function_starts_while_another_thread_writes_the_process_environment() -> None:
+    import os
+    import threading
+    from collections import UserDict
+
+    # Iterated in Python, as os.environ is: another thread can change it mid-copy.
+    view = lambda_inprocess.FunctionEnvironment(UserDict(os.environ))
+    stop = threading.Event()
+
+    def churn() -> None:  # a thread outside any function adding and removing variables
+        i = 0
+        while not stop.is_set():
+            view.process[f"CHURN_{i % 50}"] = "1"
+            view.process.pop(f"CHURN_{(i + 25) % 50}", None)
+            i += 1
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    try:
+        for _ in range(2000):
+            with view.function({"POWERTOOLS_SERVICE_NAME": "svc"}):
+                assert view["POWERTOOLS_SERVICE_NAME"] == "svc"
+                assert "POWERTOOLS_SERVICE_NAME" in view.copy() and len(list(view)) > 0
+    finally:
+        stop.set()
+        writer.join()

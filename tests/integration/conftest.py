@@ -48,7 +48,8 @@ def emulated(monkeypatch, tmp_path):
     def start(scenario: str, fault_region: str = "us-west-2",
               speed: float = SPEED) -> tuple[Emulator, Deployment]:
         emulator = Emulator(speed=speed, fault_names=SCENARIOS[scenario].faults,
-                            fault_region=fault_region).__enter__()
+                            fault_region=fault_region,
+                            state_faults=SCENARIOS[scenario].state_faults).__enter__()
         deployment = deploy_traingrid(
             emulator, database_url=f"sqlite:///{tmp_path / f'db{len(sessions)}.sqlite'}")
         sessions.append((emulator, deployment))

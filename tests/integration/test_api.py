@@ -53,7 +53,7 @@ def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(c
     assert archive["manifest"] == archive["location"] + "manifest.json"
     states = [s["state"] for s in run["states"]]
     assert states[0] == "Plan" and states[-1] == "Succeeded"
-    assert {"CreateFileSystem", "SubmitTrainingJob", "WriteManifest",
+    assert {"CreateFileSystem", "SubmitTrainingJob", "CheckArchive",
             "DeleteFileSystem"} <= set(states)
     # The training wait may time out and start again (a fallback check); nothing else fails.
     assert all(s["outcome"] == "succeeded" or (

@@ -36,6 +36,9 @@ def test_happy_path_trains_archives_and_releases(run_scenario):
         "Body"].read())
     assert manifest["object_count"] == len(outcome.report["artifacts"]) == len(manifest["objects"])
     assert all({"key", "size", "etag"} <= set(o) for o in manifest["objects"])
+    # The job exported its outputs before it ended; no export task was needed.
+    assert manifest["archived_by"] == "training job" and manifest["export_task_id"] is None
+    assert "outputs.json" in artifact_names(outcome)
     assert outcome.report["leaked_resources"] == [] and outcome.report["retained_resources"] == []
     assert no_file_systems(outcome)
 
@@ -75,6 +78,19 @@ def test_training_failure_is_explained_archived_and_released(run_scenario):
     assert "Check the training logs" in execution["cause"]
     names = artifact_names(outcome)
     assert "logs/main-node.log" in names and "model/final.ckpt" not in names
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_outputs_the_job_could_not_export_are_exported_before_the_release(run_scenario):
+    outcome = run_scenario("node-lost")
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobFailed")
+    assert "Host EC2 (instance" in execution["cause"] and "terminated" in execution["cause"]
+    # The host went away before the job could export: the export task archived what it left.
+    assert execution["cleanup"]["export_s"] > 0
+    names = artifact_names(outcome)
+    assert "checkpoints/latest.index" in names and "outputs.json" not in names
+    assert "Artifacts archived:" in execution["cause"]
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
 

@@ -401,3 +401,70 @@ def test_outputs_are_archived_after_launch(cluster, tmp_path: Path) -> None:
 
     with tarfile.open(archive / "traingrid-job-1-0.tar.gz") as tar:
         assert "output/r.txt" in tar.getnames()
+
+
+# A Lustre client's HSM commands: hsm_archive queues files, and each queued file reports
+# "archived" from the second hsm_state call on (unless FAKE_LFS_STUCK is set).
+FAKE_LFS = r'''
+import json, os, sys
+from pathlib import Path
+state = Path(__file__).with_name("lfs-state.json")
+queued = json.loads(state.read_text()) if state.exists() else {}
+action, files = sys.argv[1], sys.argv[2:]
+for f in files:
+    if action == "hsm_archive":
+        queued[f] = 0
+    elif action == "hsm_state":
+        polls = queued.get(f)
+        done = polls is not None and polls >= 1 and not os.environ.get("FAKE_LFS_STUCK")
+        flags = "(0x00000009) exists archived, archive_id:1" if done else "(0x00000001) exists"
+        print(f"{f}: {flags}")
+        if polls is not None:
+            queued[f] = polls + 1
+    else:
+        sys.exit(f"lfs: unknown action {action}")
+state.write_text(json.dumps(queued))
+'''
+
+
+def _export_env(tmp_path: Path, bin_dir: Path, output: Path) -> dict[str, str]:
+    script = (f"mkdir -p {shlex.quote(str(output))}/model && echo w > "
+              f"{shlex.quote(str(output))}/model/final.ckpt && echo log > "
+              f"{shlex.quote(str(output))}/main.log")
+    return {
+        "TRAINGRID_LAUNCH_COMMAND": shlex.join(["sh", "-c", script]),
+        "TRAINGRID_EXPORT_DIR": str(output),
+        "TRAINGRID_LFS": str(bin_dir / "lfs"),
+    }
+
+
+def test_outputs_are_exported_with_an_index_before_the_job_ends(cluster, fake_bin,
+                                                                 tmp_path: Path) -> None:
+    output = tmp_path / "output"
+    bin_dir = fake_bin("lfs", FAKE_LFS)
+    result = cluster.run(0, 1, _export_env(tmp_path, bin_dir, output))
+    assert result.returncode == 0, result.stderr
+
+    index = json.loads((output / "outputs.json").read_text())
+    assert index["files"] == [{"path": "main.log", "size": 4},
+                              {"path": "model/final.ckpt", "size": 2}]
+    archived = json.loads((bin_dir / "lfs-state.json").read_text())
+    assert set(archived) == {str(output / n) for n in ("main.log", "model/final.ckpt",
+                                                       "outputs.json")}
+    assert "exported 3 output file(s) to the data repository" in result.stderr
+
+
+def test_an_export_that_does_not_finish_leaves_the_status_alone(cluster, fake_bin,
+                                                                tmp_path: Path) -> None:
+    output = tmp_path / "output"
+    bin_dir = fake_bin("lfs", FAKE_LFS)
+    env = _export_env(tmp_path, bin_dir, output) | {
+        "FAKE_LFS_STUCK": "1", "TRAINGRID_EXPORT_TIMEOUT": "0.5"}
+    result = cluster.run(0, 1, env)
+    assert result.returncode == 0, result.stderr
+    assert "exported 0 of 3 output file(s)" in result.stderr
+    assert "the rest is left to the export task" in result.stderr
+
+    failing = cluster.run(0, 1, env | {"TRAINGRID_LFS": str(bin_dir / "missing-lfs")})
+    assert failing.returncode == 0
+    assert "exporting" in failing.stderr and "failed" in failing.stderr

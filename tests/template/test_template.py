@@ -8,13 +8,13 @@ import re
 import subprocess
 import sys
 import tomllib
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.iam_actions import as_list, statements
 from traingrid.api import resolver
 from traingrid.campaigns.request import FanoutRequest
 from traingrid.settings import ApiSettings
@@ -23,9 +23,7 @@ from traingrid.training.request import TrainingRunRequest
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,
-    package,
     stand_in_environment,
-    translate,
 )
 from traingrid_local.schemas import SCHEMA_DIR, SCHEMAS, render
 
@@ -34,7 +32,7 @@ PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
 # Actions that AWS does not scope to resources (their Resource must be "*").
 UNSCOPED_ACTIONS = {
     "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks", "batch:DescribeJobs",
-    "batch:ListJobs",
+    "batch:ListJobs", "sagemaker:ListTrainingJobs",
     "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs",
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
@@ -45,16 +43,6 @@ UNSCOPED_ACTIONS = {
     # A task token is its own scope: SendTaskSuccess has no resource-level permissions.
     "states:SendTaskSuccess",
 }
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return load_template()
-
-
-@pytest.fixture(scope="module")
-def translated(template) -> dict[str, Any]:
-    return translate(package(template, upload=lambda key, body: None))
 
 
 def all_states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -162,70 +150,28 @@ def test_job_environment_in_the_state_machine_matches_the_plan(template):
     assert names == set(job_environment(request, "r", 8)) | {"FSX_DNS_NAME", "FSX_MOUNT_NAME"}
 
 
-def _asl_actions(definition: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
-    """IAM action → the substitution it targets, from every Task's Resource."""
-    actions = {}
-    for state in all_states(definition).values():
-        resource = state.get("Resource", "")
-        if match := re.fullmatch(r"arn:\$\{Partition\}:states:::aws-sdk:(\w+):(\w+)", resource):
-            service, api = match.groups()
-            actions[f"{service}:{api[0].upper()}{api[1:]}"] = "*"
-        elif match := PLACEHOLDER.fullmatch(resource):
-            actions["lambda:InvokeFunction"] = props["DefinitionSubstitutions"][match.group(1)]
-    return actions
-
-
-def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for policy in role["Properties"].get("Policies", [])
-            for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def allows(statements: list[dict[str, Any]], action: str) -> bool:
-    return any(fnmatch(action, a) for s in statements for a in _as_list(s["Action"]))
-
-
-def test_state_machine_role_grants_what_its_asl_calls(template, translated):
-    for logical_id, (props, definition) in state_machines(template).items():
+def test_state_machine_role_invokes_each_function_it_names(template, translated):
+    """Which actions a state machine's role grants: test_least_privilege.py."""
+    for logical_id, (props, _) in state_machines(template).items():
         role = translated["Resources"][f"{logical_id}Role"]
-        statements = _statements(role)
-        for action in _asl_actions(definition, props):
-            assert allows(statements, action), f"{logical_id} may not {action}"
-        invoked = {json.dumps(s["Resource"]) for s in statements
-                   if "lambda:InvokeFunction" in _as_list(s["Action"])}
+        invoked = {json.dumps(s["Resource"]) for s in statements(role)
+                   if "lambda:InvokeFunction" in as_list(s["Action"])}
         for name in (n for n in props["DefinitionSubstitutions"] if n.endswith("FunctionArn")):
             function = name.removesuffix("Arn")
             assert any(function in r for r in invoked), f"{logical_id} cannot invoke {function}"
 
 
 def test_no_wildcard_actions_and_resources_scoped_where_aws_allows(translated):
-    for logical_id, resource in translated["Resources"].items():
+    regional = load_template(ROOT / "regional/template.yaml")
+    for logical_id, resource in (translated["Resources"] | regional["Resources"]).items():
         if resource["Type"] != "AWS::IAM::Role":
             continue
-        for statement in _statements(resource):
-            actions = _as_list(statement["Action"])
+        for statement in statements(resource):
+            actions = as_list(statement["Action"])
             assert "*" not in actions and not any(a.endswith(":*") for a in actions), logical_id
-            if "*" in _as_list(statement["Resource"]):
+            if "*" in as_list(statement["Resource"]):
                 unscoped = [a for a in actions if a not in UNSCOPED_ACTIONS]
                 assert not unscoped, f"{logical_id}: {unscoped} on Resource *"
-
-
-@pytest.mark.parametrize(("path", "bucket"), [
-    ("template.yaml", "DataBucket"),
-    ("regional/template.yaml", "CampaignBucket"),
-    ("regional/template.yaml", "ArtifactBucket"),
-])
-def test_buckets_are_private_encrypted_and_tls_only(path, bucket):
-    resources = load_template(ROOT / path)["Resources"]
-    properties = resources[bucket]["Properties"]
-    assert all(properties["PublicAccessBlockConfiguration"].values())
-    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    policy = resources[f"{bucket}Policy"]["Properties"]["PolicyDocument"]
-    assert any(s["Effect"] == "Deny" and s["Condition"]["Bool"]["aws:SecureTransport"] == "false"
-               for s in policy["Statement"])
 
 
 def test_every_function_folder_has_a_thin_handler(template):
@@ -240,7 +186,7 @@ def test_every_function_folder_has_a_thin_handler(template):
 
 
 DATABASE_FUNCTIONS = {"register_dataset", "plan_fanout", "record_region_job", "finish_fanout",
-                      "migrate_database", "retrain_campaigns"}
+                      "migrate_database", "retrain_campaigns", "janitor"}
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency"
 
 
@@ -388,7 +334,7 @@ def test_retraining_runs_on_a_schedule_parameter(template, translated):
     assert template["Parameters"]["RetrainSchedule"]["Default"].startswith("cron(")
     rules = [r["Properties"] for r in translated["Resources"].values()
              if r["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in r["Properties"]]
-    assert [r["ScheduleExpression"] for r in rules] == [{"Ref": "RetrainSchedule"}]
+    assert {"Ref": "RetrainSchedule"} in [r["ScheduleExpression"] for r in rules]
 
 
 def test_state_machines_log_and_trace(template):
@@ -401,3 +347,27 @@ def test_state_machines_log_and_trace(template):
         assert retention == {"Ref": "LogRetentionDays"}, logical_id
     outputs = template["Outputs"]
     assert {"ApiUrl", "TrainingRunConsoleUrl", "CampaignFanoutConsoleUrl"} <= set(outputs)
+
+
+def test_the_janitor_runs_on_a_schedule_and_when_a_run_ends_uncleanly(template, translated):
+    function = template["Resources"]["JanitorFunction"]["Properties"]
+    events = function["Events"]
+    assert events["Sweep"]["Properties"]["Schedule"] == {"Ref": "JanitorSchedule"}
+    assert template["Parameters"]["JanitorSchedule"]["Default"] == "rate(15 minutes)"
+    pattern = events["ExecutionEnded"]["Properties"]["Pattern"]
+    assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
+    assert set(pattern["detail"]["status"]) == {"ABORTED", "TIMED_OUT", "FAILED"}
+    machines = [m["Ref"] for m in pattern["detail"]["stateMachineArn"]]
+    assert sorted(machines) == sorted(state_machines(template))
+    # Passes never overlap.
+    assert function["ReservedConcurrentExecutions"] == 1
+
+
+def test_the_janitor_may_delete_and_stop_only_what_this_stacks_runs_tagged(translated):
+    role = translated["Resources"]["JanitorFunctionRole"]
+    for action, machine in (("fsx:DeleteFileSystem", "TrainingRunStateMachine"),
+                            ("fsx:TagResource", "TrainingRunStateMachine"),
+                            ("sagemaker:StopTrainingJob", "CampaignFanoutStateMachine")):
+        (statement,) = [s for s in statements(role) if action in as_list(s["Action"])]
+        condition = statement["Condition"]["StringLike"]["aws:ResourceTag/traingrid:execution"]
+        assert f"${{{machine}.Name}}:*" in condition["Fn::Sub"], action

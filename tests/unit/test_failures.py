@@ -53,3 +53,32 @@ def test_undeleted_file_system_says_how_to_delete_it():
                          "release_failure": {"Error": "FSx.FSxException", "Cause": "boom"}})
     assert explained["error"] == "FileSystemNotDeleted"
     assert "aws fsx delete-file-system --file-system-id fs-9" in explained["cause"]
+
+
+def test_throttling_beyond_the_retries_says_which_service_and_what_to_do():
+    explained = explain({"failure": {"Error": "FSx.ThrottlingException",
+                                     "Cause": "Rate exceeded (Service: FSx, Status Code: 400)"},
+                         "file_system": {"id": "fs-1"}, "released": {"lifecycle": "DELETING"}})
+    assert explained["error"] == "FSx.ThrottlingException"
+    cause = explained["cause"]
+    assert cause.startswith("Rate exceeded (Service: FSx")
+    assert "throttled the FSx calls" in cause and "higher FSx request quota" in cause
+    assert cause.index("What to do") < cause.index("fs-1 was deleted")
+
+
+def test_a_timed_out_step_says_to_try_again_and_where_the_limit_is():
+    explained = explain({"failure": lambda_failure(
+        "Sandbox.Timedout", "Task timed out after 60.00 seconds")})
+    assert "time limit" in explained["cause"] and "Timeout in template.yaml" in explained["cause"]
+
+
+def test_a_service_refusal_names_the_service_and_a_runtime_error_is_a_defect():
+    refused = explain({"failure": {"Error": "Batch.ClientException", "Cause": "no such queue"}})
+    defect = explain({"failure": {"Error": "States.Runtime", "Cause": "bad path"}})
+    assert "Batch refused a call" in refused["cause"]
+    assert "TrainGrid defect" in defect["cause"]
+
+
+def test_traingrid_errors_carry_their_own_advice():
+    explained = explain({"failure": lambda_failure("DatasetNotFound", "Upload it first")})
+    assert "What to do" not in explained["cause"]

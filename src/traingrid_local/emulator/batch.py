@@ -9,9 +9,11 @@ the per-run node count and environment, reports ``statusReason``, attempts with 
 ``TerminateJob`` ends it FAILED with the given reason. Every status change is announced on the
 account's default event bus as a "Batch Job State Change" event (detail: the job as DescribeJobs
 shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-job-failed``
-(main node exits 1 after some training), ``stuck-runnable``, and ``lost-events`` (no state-change
-event is ever delivered).
-When a job ends, the emulated container's outputs land on its FSx file system.
+(main node exits 1 after some training), ``node-lost`` (the main node's host is terminated after
+some training: the job FAILS with no exit code and its outputs are never exported),
+``stuck-runnable``, and ``lost-events`` (no state-change event is ever delivered).
+When a job that started ends, the emulated container's outputs land on its FSx file system (a
+job terminated before it started ran no container and writes nothing).
 
 moto's EC2 instance catalog (a snapshot of one region's offerings) lacks the p3.2xlarge,
 p3.8xlarge and p3.16xlarge sizes of the reference workload; they are added, sized from the
@@ -43,6 +45,7 @@ REFERENCE_EPOCHS = 90
 ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
 FAILING_AFTER_SECONDS = 20 * 60
 MAIN_NODE_EXIT_CODE = 1
+LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
 
 
 def _ms(moment: datetime) -> int:
@@ -60,6 +63,7 @@ class SimulatedJob:
     stuck: bool
     fails: bool
     training_seconds: float
+    lost: bool = False  # the main node's host goes away mid-training
     status: str = "SUBMITTED"
     started_at: datetime | None = None
     stopped_at: datetime | None = None
@@ -77,8 +81,8 @@ class SimulatedJob:
             moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
-        run_for = FAILING_AFTER_SECONDS if self.fails else self.training_seconds
-        end = "FAILED" if self.fails else "SUCCEEDED"
+        run_for = FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
+        end = "FAILED" if self.fails or self.lost else "SUCCEEDED"
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + run_for))]
 
     def path(self) -> list[str]:
@@ -109,12 +113,15 @@ class SimulatedJob:
                 elapsed -= seconds
             if self.started_at is None:
                 self.started_at = now - timedelta(seconds=elapsed)
-            run_for = FAILING_AFTER_SECONDS if self.fails else self.training_seconds
+            run_for = FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
             if elapsed < run_for:
                 self.status = "RUNNING"
                 return self.status
             end = self.started_at + timedelta(seconds=run_for)
-            if self.fails:
+            if self.lost:
+                self._finish(job, end, succeeded=False, exit_code=None, exports=False,
+                             reason=f"Host EC2 (instance {LOST_INSTANCE}) terminated.")
+            elif self.fails:
                 self._finish(job, end, succeeded=False, exit_code=MAIN_NODE_EXIT_CODE,
                              reason="Essential container in task exited")
             else:
@@ -122,14 +129,17 @@ class SimulatedJob:
             return self.status
 
     def _finish(self, job: Job, at: datetime, *, succeeded: bool, exit_code: int | None,
-                reason: str | None = None) -> None:
-        self.status = "SUCCEEDED" if succeeded else "FAILED"
+                reason: str | None = None, exports: bool = True) -> None:
+        # The container writes (and exports) its outputs before the job is seen to end; a job
+        # that never started ran no container and writes nothing.
+        if self.started_at is not None:
+            workload.write_outputs(
+                job.backend.account_id, job.backend.region_name, self.environment,
+                succeeded=succeeded, exit_code=exit_code, exports=exports,
+                ran_seconds=(at - self.started_at).total_seconds(),
+            )
         self.stopped_at, self.exit_code, self.reason = at, exit_code, reason
-        ran = (at - self.started_at).total_seconds() if self.started_at else 0.0
-        workload.write_outputs(
-            job.backend.account_id, job.backend.region_name, self.environment,
-            succeeded=succeeded, exit_code=exit_code, ran_seconds=ran,
-        )
+        self.status = "SUCCEEDED" if succeeded else "FAILED"
 
     def describe(self, job: Job, base: dict[str, Any]) -> dict[str, Any]:
         out = dict(base, status=self.status, createdAt=_ms(self.submitted_at))
@@ -240,6 +250,7 @@ def _submitjob(self: BatchResponse) -> str:
         instance_type=_instance_type(overrides),
         stuck=faults.CURRENT.on("stuck-runnable"),
         fails=faults.CURRENT.on("batch-job-failed"),
+        lost=faults.CURRENT.on("node-lost"),
         training_seconds=training_seconds(environment),
     )
     _announce_changes(job)

@@ -136,6 +136,8 @@ def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, 
     # Offline there is no feature toggle configuration to read; the translator says so on
     # every Api with an OpenApiVersion, and goes on with the defaults, as sam deploy does.
     logging.getLogger("samtranslator.feature_toggle").setLevel(logging.ERROR)
+    # The translator's own usage metrics go nowhere offline.
+    logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
     return translator.translate(
         copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict

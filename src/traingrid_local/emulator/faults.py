@@ -2,25 +2,52 @@
 
 The SageMaker faults act in one region only, the plan's ``fault_region``: the same account sees
 the failure there and healthy training elsewhere, as when one region runs out of capacity.
+
+State faults act at one Task state of a state machine, whatever it calls
+(:mod:`traingrid_local.emulator.sfn_faults`): ``{"CreateFileSystem": StateFault("abort")}``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 FAULTS: dict[str, str] = {
     "fsx-create-failed": "the file system goes FAILED while hydrating",
     "batch-job-failed": "the training job's main node exits non-zero",
+    "node-lost": "the training job's main node host is terminated: no exit, no export on exit",
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
-    "export-failed": "the archive export task FAILS",
+    "export-failed": "S3 refuses the file system's exports: on the job's exit and the export task",
     "throttling": "the first calls of every FSx and Batch operation are throttled",
     "lost-events": "Batch job state-change events are never delivered",
     "sagemaker-capacity": "SageMaker jobs in the fault region fail Starting: no ML capacity",
     "sagemaker-job-failed": "SageMaker jobs in the fault region fail Training: mpirun exits 1",
     "sagemaker-quota": "CreateTrainingJob in the fault region hits ResourceLimitExceeded",
 }
+
+STATE_FAULTS: dict[str, str] = {
+    "service-error": "the step's call fails with an error its retries do not absorb",
+    "throttling-storm": "every call the step makes is throttled, longer than its retries last",
+    "timeout": "the step does not answer in time (a Lambda step: its function times out)",
+    "abort": "the execution is stopped (StopExecution) while it is in the step",
+}
+
+
+@dataclass(frozen=True)
+class StateFault:
+    """A fault at one Task state. ``after_s`` (abort only): simulated seconds into the state
+    before the execution is stopped, e.g. to stop a run while its training job runs."""
+
+    kind: str
+    after_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in STATE_FAULTS:
+            raise ValueError(f"unknown state fault {self.kind!r}; known: {sorted(STATE_FAULTS)}")
+        if self.after_s < 0 or (self.after_s and self.kind != "abort"):
+            raise ValueError(f"after_s must be 0, or positive for an abort, not {self.after_s}")
 
 
 @dataclass
@@ -31,13 +58,30 @@ class FaultPlan:
     active: frozenset[str] = frozenset()
     throttle_first_calls: int = 2
     fault_region: str = "us-west-2"
+    at_states: Mapping[str, StateFault] = field(default_factory=dict)
     _calls: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _aborted: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         unknown = set(self.active) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
+        for state, fault in self.at_states.items():
+            if not isinstance(fault, StateFault):
+                raise ValueError(f"the fault at {state!r} must be a StateFault, not {fault!r}")
+
+    def at_state(self, state: str) -> StateFault | None:
+        """The fault at the Task state of that name, if any."""
+        return self.at_states.get(state)
+
+    def first_abort(self, execution_arn: str) -> bool:
+        """True the first time an execution reaches its abort (a stop comes once)."""
+        with self._lock:
+            if execution_arn in self._aborted:
+                return False
+            self._aborted.add(execution_arn)
+            return True
 
     def on(self, name: str) -> bool:
         return name in self.active

@@ -12,7 +12,10 @@ moto's FSx never leaves a create call's state (no ``Lifecycle``), drops ``Import
   PENDING → EXECUTING → SUCCEEDED (or FAILED under ``export-failed``), reporting progress while
   they execute (``StartTime``, ``Status`` counts and ``LastUpdatedTime``: each file is done when
   the bytes before it have been copied at a steady rate), and on success the exported files
-  really appear in S3 under the export path.
+  really appear in S3 under the export path;
+- ``DescribeDataRepositoryTasks`` honours its ``file-system-id`` and ``task-lifecycle`` filters;
+- a deleted file system's files are kept aside (:func:`deleted`), so tests can check that
+  nothing was deleted before it was archived.
 """
 
 from __future__ import annotations
@@ -104,6 +107,18 @@ def export_path(fs: FileSystem) -> str | None:
     return repository.get("ExportPath")
 
 
+def export_files(account_id: str, fs: FileSystem, files: dict[str, bytes]) -> int:
+    """Copy files (path on the file system → bytes) to S3 below the file system's ExportPath,
+    as an export task or ``lfs hsm_archive`` does; how many were copied."""
+    bucket, _, root = (export_path(fs) or "").removeprefix("s3://").partition("/")
+    if not bucket:
+        return 0
+    s3 = s3_backends[account_id]["aws"]
+    for path, data in files.items():
+        s3.put_object(bucket, f"{root.strip('/')}/{path}".lstrip("/"), data)
+    return len(files)
+
+
 # --- Data repository tasks ----------------------------------------------------------------
 
 
@@ -160,17 +175,8 @@ class ExportTask:
         return "SUCCEEDED"
 
     def _export(self) -> int:
-        """Copy the file system's files under ``paths`` to S3 below its ExportPath."""
         fs = self.backend.file_systems.get(self.fs_id)
-        if fs is None:
-            return 0
-        bucket, _, root = (export_path(fs) or "").removeprefix("s3://").partition("/")
-        s3 = s3_backends[self.backend.account_id]["aws"]
-        selected = self._selected()
-        for path, data in selected.items():
-            key = f"{root.strip('/')}/{path}".lstrip("/")
-            s3.put_object(bucket, key, data)
-        return len(selected)
+        return 0 if fs is None else export_files(self.backend.account_id, fs, self._selected())
 
     def to_dict(self) -> dict[str, Any]:
         state = self.lifecycle()
@@ -230,6 +236,10 @@ def _response_create_task(self: FSxResponse) -> str:
     return json.dumps({"DataRepositoryTask": task.to_dict()})
 
 
+TASK_FILTERS = {"file-system-id": lambda task: task.fs_id,
+                "task-lifecycle": lambda task: task.lifecycle()}
+
+
 def _response_describe_tasks(self: FSxResponse) -> str:
     params = json.loads(self.body)
     tasks = self.fsx_backend.__dict__.get("export_tasks", {})
@@ -237,7 +247,35 @@ def _response_describe_tasks(self: FSxResponse) -> str:
     if wanted and (missing := [t for t in wanted if t not in tasks]):
         raise JsonRESTError("DataRepositoryTaskNotFound", f"no task {missing[0]}")
     selected = [tasks[t] for t in wanted] if wanted else list(tasks.values())
+    for item in params.get("Filters", []):
+        if item["Name"] not in TASK_FILTERS:
+            raise JsonRESTError("BadRequest", f"the emulator filters tasks by "
+                                              f"{', '.join(TASK_FILTERS)}, not {item['Name']}")
+        value_of = TASK_FILTERS[item["Name"]]
+        selected = [t for t in selected if value_of(t) in item["Values"]]
     return json.dumps({"DataRepositoryTasks": [t.to_dict() for t in selected]})
+
+
+# --- Deleted file systems ------------------------------------------------------------------
+
+_original_delete = FSxBackend.delete_file_system
+
+
+def _delete_file_system(self: FSxBackend, file_system_id: str, *args: Any,
+                        **kwargs: Any) -> Any:
+    fs = self.file_systems.get(file_system_id)
+    tags = {t["Key"]: t["Value"] for t in self.list_tags_for_resource(fs.resource_arn)} \
+        if fs is not None else {}
+    result = _original_delete(self, file_system_id, *args, **kwargs)
+    if fs is not None:
+        self.__dict__.setdefault("deleted", {})[file_system_id] = {
+            "tags": tags, "files": dict(fs.files), "deleted_at": CLOCK.now()}
+    return result
+
+
+def deleted(backend: FSxBackend) -> dict[str, dict[str, Any]]:
+    """File system id → its tags, the files it held and when it was deleted."""
+    return dict(backend.__dict__.get("deleted", {}))
 
 
 def apply() -> None:
@@ -245,6 +283,7 @@ def apply() -> None:
     FileSystem.to_dict = _to_dict
     FSxBackend.create_file_system = _create_file_system
     FSxBackend.create_data_repository_task = create_data_repository_task
+    FSxBackend.delete_file_system = _delete_file_system
     # moto routes X-Amz-Target operations to same-named response methods.
     FSxResponse.create_data_repository_task = _response_create_task
     FSxResponse.describe_data_repository_tasks = _response_describe_tasks

@@ -8,7 +8,11 @@ read as on AWS) and calls it. An exception comes back the way Lambda reports it:
 Functions' Retry/Catch match our own error names. What the function logs goes to its CloudWatch
 Logs group, ``/aws/lambda/<name>``.
 
-Environment variables are process-wide, so invocations are serialised. All functions share one
+A function sees its own environment variables, and only the thread that runs it does:
+``os.environ`` becomes a view (:class:`FunctionEnvironment`) that shows each invoking thread its
+function's variables over the process's, so no invocation ever writes the process environment
+that other threads (the test, the state machines, other functions) read at the same moment.
+Invocations are still serialised: ``sys.path`` is process-wide, and all functions share one
 interpreter here, and so the runtime package's Powertools Logger and Metrics: each invocation
 gives them its function's ``POWERTOOLS_*`` settings, as that function's own cold start would,
 even when the package was first imported outside any function. Every AWS call a
@@ -32,7 +36,7 @@ import time
 import traceback
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -77,17 +81,101 @@ def _extract(code: bytes) -> Path:
     return _EXTRACTED[digest]
 
 
+def snapshot(mapping: MutableMapping[str, str]) -> dict[str, str]:
+    """A copy of an environment another thread may be writing to: a copy taken while it
+    changed ("dictionary changed size during iteration", or a listed key gone) is taken
+    again."""
+    for _ in range(1000):
+        try:
+            return dict(mapping)
+        except (RuntimeError, KeyError):
+            continue
+    return dict(mapping)
+
+
+class FunctionEnvironment(MutableMapping[str, str]):
+    """``os.environ`` as each thread should see it: while a thread runs a function, that
+    function's variables over a snapshot of the process's (what the function sets or deletes
+    stays its own); otherwise the process environment itself.
+
+    Replacing the process environment for each call instead (update, then clear and restore)
+    lets another thread read it half-restored: a key it had just listed is gone
+    (``KeyError``), or the credentials it needs are missing for a moment.
+    """
+
+    def __init__(self, process: MutableMapping[str, str]) -> None:
+        self.process = process
+        self._local = threading.local()
+
+    def _stack(self) -> list[dict[str, str]]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack
+
+    def _current(self) -> MutableMapping[str, str]:
+        stack = self._stack()
+        return stack[-1] if stack else self.process
+
+    @contextlib.contextmanager
+    def function(self, variables: dict[str, str]) -> Iterator[None]:
+        """This thread sees ``variables`` over the environment it sees now, until the end."""
+        stack = self._stack()
+        stack.append(snapshot(self._current()) | variables)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def __getitem__(self, key: str) -> str:
+        return self._current()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._current()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._current()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(snapshot(self._current())))
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def copy(self) -> dict[str, str]:
+        return snapshot(self._current())
+
+    def __or__(self, other: Any) -> dict[str, str]:
+        return snapshot(self._current()) | dict(other)
+
+    def __ror__(self, other: Any) -> dict[str, str]:
+        return dict(other) | snapshot(self._current())
+
+    def __ior__(self, other: Any) -> FunctionEnvironment:
+        self.update(other)
+        return self
+
+    def __repr__(self) -> str:
+        return f"FunctionEnvironment({snapshot(self._current())!r})"
+
+
+def environment() -> FunctionEnvironment:
+    """The view installed as ``os.environ`` (installed on first use)."""
+    if not isinstance(os.environ, FunctionEnvironment):
+        # A view over the same process environment: nothing is cleared or copied.
+        os.environ = FunctionEnvironment(os.environ)  # type: ignore[assignment]  # noqa: B003
+    return os.environ  # type: ignore[return-value]
+
+
 @contextlib.contextmanager
 def _function_environment(fn: LambdaFunction, paths: list[str]) -> Iterator[None]:
-    saved_env, saved_path = dict(os.environ), list(sys.path)
-    os.environ.update({k: str(v) for k, v in (fn.environment_vars or {}).items()})
-    os.environ["AWS_LAMBDA_FUNCTION_NAME"] = fn.function_name
+    variables = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
+    variables["AWS_LAMBDA_FUNCTION_NAME"] = fn.function_name
+    saved_path = list(sys.path)
     sys.path[:0] = paths
     try:
-        yield
+        with environment().function(variables):
+            yield
     finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
         sys.path[:] = saved_path
 
 
@@ -105,6 +193,33 @@ def _shared_log_handlers() -> list[logging.StreamHandler]:
     return [handler] if isinstance(handler, logging.StreamHandler) else []
 
 
+_OUTPUT = threading.local()
+
+
+class FunctionOutput:
+    """``sys.stdout`` for every thread: what a thread running a function prints goes to that
+    function's log; what other threads print goes to the stream it wraps. Swapping
+    ``sys.stdout`` per call instead (``redirect_stdout``) would send other threads' output
+    into the function's log, and put back, when the call ends, a stream someone else has
+    replaced (and maybe closed) meanwhile."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def _target(self) -> Any:
+        buffer = getattr(_OUTPUT, "buffer", None)
+        return self.stream if buffer is None else buffer
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 @contextlib.contextmanager
 def _captured_logs(buffer: io.StringIO) -> Iterator[None]:
     """What a function writes (stdout, Powertools' log handler) goes to ``buffer``, as Lambda
@@ -114,16 +229,21 @@ def _captured_logs(buffer: io.StringIO) -> Iterator[None]:
     saved = [h.stream for h in handlers]
     for handler in handlers:
         handler.stream = buffer
+    if not isinstance(sys.stdout, FunctionOutput):
+        sys.stdout = FunctionOutput(sys.stdout)
+    previous, _OUTPUT.buffer = getattr(_OUTPUT, "buffer", None), buffer
     try:
-        with contextlib.redirect_stdout(buffer):
-            yield
+        yield
     finally:
+        _OUTPUT.buffer = previous
         for handler, stream in zip(handlers, saved, strict=True):
             handler.stream = stream
 
 
 def _write_logs(fn: LambdaFunction, context: InvocationContext, text: str) -> None:
-    lines = [line for line in text.splitlines() if line.strip()]
+    # One event per line, as Lambda sends it: "\n" only (str.splitlines would also cut a
+    # JSON log record at a U+2028 or U+0085 inside a string).
+    lines = [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
     if not lines:
         return
     logs = logs_backends[fn.account_id][fn.region]
@@ -139,6 +259,28 @@ def reset() -> None:
     """A new emulator session: every function starts cold, no call recorded yet."""
     _MODULES.clear()
     CALLS.clear()
+    _LOOKUPS["function"] = None
+
+
+# Whose cached lookups the shared runtime package holds now.
+_LOOKUPS: dict[str, str | None] = {"function": None}
+SHARED_CACHES = ("traingrid.aws.clients",)  # clients and parsed models: the process's
+
+
+def _own_lookups(fn: LambdaFunction) -> None:
+    """Each function's cached lookups (``functools.cache``: a secret read once) are its own,
+    as in its own process: they are forgotten when another function runs, so that function
+    makes (and is recorded making) the calls behind them itself."""
+    if _LOOKUPS["function"] == fn.function_name:
+        return
+    _LOOKUPS["function"] = fn.function_name
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("traingrid.") or name in SHARED_CACHES:
+            continue
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) == name and callable(
+                    getattr(value, "cache_clear", None)):
+                value.cache_clear()
 
 
 def record_call(model: Any, **_: Any) -> None:
@@ -203,6 +345,7 @@ def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[b
 def _run_locked(fn: LambdaFunction, paths: list[str], event: Any) -> tuple[bytes, bool]:
     with CLOCK.paused(), _function_environment(fn, paths):
         context, logs = InvocationContext(fn), io.StringIO()
+        _own_lookups(fn)
         _INVOKING.function_name = fn.function_name
         try:
             # Loaded before capturing: the cold start creates the loggers to capture.
@@ -228,4 +371,5 @@ def _invoke(self: LambdaSimpleBackend, function_name: str, qualifier: str | None
 
 
 def apply() -> None:
+    environment()
     LambdaSimpleBackend.invoke = _invoke

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -22,11 +23,16 @@ from traingrid_local.emulator import (
     faults,
     fsx,
     lambda_inprocess,
+    s3,
     sagemaker,
     sfn_catch,
     sfn_clock,
+    sfn_events,
+    sfn_faults,
+    sfn_history,
     sfn_integrations,
     sfn_stack,
+    sfn_stop,
     throttling,
 )
 from traingrid_local.emulator.alarms import ALARMS
@@ -48,8 +54,10 @@ MOTO_CONFIG = {
     "lambda": {"use_docker": False},
     "batch": {"use_docker": False},
 }
+# sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               events, fsx, batch, sagemaker, throttling)
+               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, sagemaker,
+               throttling)
 DEFAULT_SPEED = 2000.0
 
 
@@ -61,6 +69,8 @@ def apply_adaptations() -> None:
     # moto warns for each declared type it has no model for; deploy.py says which and why.
     logging.getLogger("moto").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="Tried to parse .* not supported by moto")
+    # A function call that had nothing to count: CloudWatch would get the cold-start metric only.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
 class Emulator:
@@ -68,13 +78,16 @@ class Emulator:
 
     def __init__(self, speed: float = DEFAULT_SPEED,
                  fault_names: frozenset[str] | set[str] = frozenset(),
-                 region: str = REGION, fault_region: str = "us-west-2") -> None:
+                 region: str = REGION, fault_region: str = "us-west-2",
+                 state_faults: Mapping[str, faults.StateFault] | None = None) -> None:
         self.speed = speed
-        self.fault_plan = faults.FaultPlan(frozenset(fault_names), fault_region=fault_region)
+        self.fault_plan = faults.FaultPlan(frozenset(fault_names), fault_region=fault_region,
+                                           at_states=dict(state_faults or {}))
         self.region = region
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._saved_env: dict[str, str | None] = {}
         self._saved_now = traingrid.clock.now
+        self._clients: dict[tuple[str, str], Any] = {}
 
     def __enter__(self) -> Emulator:
         for key, value in ENVIRONMENT.items():
@@ -84,20 +97,25 @@ class Emulator:
         apply_adaptations()
         CLOCK.reset(self.speed)
         ALARMS.clear()
+        throttling.RATES.reset()
         faults.set_plan(self.fault_plan)
+        sfn_events.enabled(True)
         traingrid.clock.now = CLOCK.now
-        # Functions' clients come from the default session: record what each one calls. The
-        # session is kept across emulator sessions, with its parsed service models.
+        # Record what each function calls, through the sessions its clients come from: ours,
+        # and boto3's default for code that makes its own. They are kept across emulator
+        # sessions, with their parsed service models.
         if boto3.DEFAULT_SESSION is None:
             boto3.setup_default_session()
-        boto3.DEFAULT_SESSION.events.register(
-            "before-call", lambda_inprocess.record_call, unique_id="traingrid-record-call")
+        for botocore_session in (clients.session(), boto3.DEFAULT_SESSION._session):
+            botocore_session.register(
+                "before-call", lambda_inprocess.record_call, unique_id="traingrid-record-call")
         lambda_inprocess.reset()
         clients.reset()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        sfn_events.enabled(False)  # what the session stops as it closes is not news
         self.stop_running_executions()
         ALARMS.clear()
         self._mock.stop()
@@ -110,8 +128,20 @@ class Emulator:
             else:
                 os.environ[key] = value
 
+    def set_faults(self, fault_names: frozenset[str] | set[str] = frozenset(),
+                   state_faults: Mapping[str, faults.StateFault] | None = None) -> None:
+        """Another fault plan from now on (runs already started see it too)."""
+        self.fault_plan = faults.FaultPlan(frozenset(fault_names),
+                                           fault_region=self.fault_plan.fault_region,
+                                           at_states=dict(state_faults or {}))
+        faults.set_plan(self.fault_plan)
+
     def client(self, service: str, region: str | None = None) -> Any:
-        return boto3.client(service, region_name=region or self.region)
+        """A client of the emulated account, one per service and region for the session."""
+        key = (service, region or self.region)
+        if key not in self._clients:
+            self._clients[key] = boto3.client(service, region_name=key[1])
+        return self._clients[key]
 
     def stop_running_executions(self, grace_seconds: float = 5.0) -> None:
         """Executions run in threads; stop them before the mock goes away under them."""

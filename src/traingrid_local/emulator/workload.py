@@ -2,7 +2,8 @@
 system, as the real job writes to ``$OUTPUT_DIR`` on the Lustre mount.
 
 The outputs are small stand-ins (a checkpoint, metrics, the main node's log), enough for the
-archive, its verification and its manifest to work on real files.
+archive, its verification and its manifest to work on real files. Like the entrypoint, the main
+node then writes the outputs' index and exports everything to S3 before the job ends.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from typing import Any
 
 from moto.fsx.models import fsx_backends
 
+from traingrid_local.emulator import faults, fsx
+
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
 CHECKPOINT_SHARDS = 8
+OUTPUT_INDEX = "outputs.json"  # as the entrypoint writes it
 
 
 def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
@@ -55,7 +59,8 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
     return files
 
 
-def write_outputs(account_id: str, region: str, env: dict[str, str], **result: Any) -> int:
+def write_outputs(account_id: str, region: str, env: dict[str, str], *, exports: bool = True,
+                  **result: Any) -> int:
     """Write the run's outputs to its file system; returns how many files were written."""
     fs = _file_system_by_dns(account_id, region, env.get("FSX_DNS_NAME", ""))
     if fs is None:
@@ -65,4 +70,19 @@ def write_outputs(account_id: str, region: str, env: dict[str, str], **result: A
     produced = outputs(env, **result)
     for name, data in produced.items():
         fs.files[f"{root}/{name}"] = data
+    if exports and env.get("TRAINGRID_EXPORT_DIR", "").rstrip("/") == f"{mount}/{root}":
+        export_on_exit(account_id, fs, root, produced)
     return len(produced)
+
+
+def export_on_exit(account_id: str, fs: Any, root: str, produced: dict[str, bytes]) -> None:
+    """What the entrypoint's export step does on the main node: index the outputs, then
+    archive them all to the file system's data repository before the job ends (not under
+    ``export-failed``, where S3 refuses the file system's writes)."""
+    index = {"files": [{"path": name, "size": len(data)}
+                       for name, data in sorted(produced.items())]}
+    fs.files[f"{root}/{OUTPUT_INDEX}"] = json.dumps(index, indent=1).encode() + b"\n"
+    if faults.CURRENT.on("export-failed"):
+        return
+    prefix = f"{root}/"
+    fsx.export_files(account_id, fs, {p: d for p, d in fs.files.items() if p.startswith(prefix)})

@@ -96,3 +96,19 @@ class RetrainSettings(DatabaseSettings):
     # Fires of the schedule within one window start at most one fan-out per campaign.
     retrain_window_minutes: int = Field(default=60, ge=1, le=24 * 60,
                                         alias="RETRAIN_WINDOW_MINUTES")
+
+
+class JanitorSettings(DatabaseSettings):
+    """The janitor: this stack's state machines (only their executions' resources are its to
+    release), where their resources are, and how long a file system it could not archive is
+    kept."""
+
+    data_bucket: str = Field(alias="DATA_BUCKET")
+    retention_days: int = Field(default=7, ge=1, le=90, alias="RETENTION_DAYS")
+    training_run_state_machine_arn: str = Field(alias="TRAINING_RUN_STATE_MACHINE_ARN")
+    campaign_fanout_state_machine_arn: str = Field(alias="CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
+    training_job_queue: str = Field(alias="TRAINING_JOB_QUEUE")
+
+    @property
+    def state_machines(self) -> tuple[str, str]:
+        return self.training_run_state_machine_arn, self.campaign_fanout_state_machine_arn

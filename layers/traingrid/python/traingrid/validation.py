@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -10,6 +11,46 @@ from pydantic import BaseModel, ValidationError
 from traingrid.errors import RequestInvalid
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+# No request nests more than a few levels; a deeper document is refused before it can exhaust
+# the parser's (or the validator's) recursion.
+MAX_JSON_DEPTH = 32
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return number
+
+
+def _depth(document: Any) -> int:
+    deepest, level = 0, [(document, 1)]
+    while level:
+        node, depth = level.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node \
+            if isinstance(node, list) else ()
+        level.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
+    return deepest if isinstance(document, dict | list) else 0
+
+
+def load_json(data: str | bytes) -> Any:
+    """A JSON document, strictly: no NaN or Infinity (Step Functions and other readers refuse
+    them), no number out of a double's range, at most MAX_JSON_DEPTH levels deep. Raises
+    ValueError saying what is wrong."""
+    try:
+        document = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if _depth(document) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return document
 
 
 def json_pointer(location: tuple[int | str, ...]) -> str:

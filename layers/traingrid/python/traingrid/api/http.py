@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from pydantic import BaseModel
 
 from traingrid.errors import RequestInvalid
-from traingrid.validation import parse
+from traingrid.validation import load_json, parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -20,7 +19,7 @@ def json_body(body: str | None) -> Any:
         raise RequestInvalid([{"pointer": "", "message": "the body is empty; send a JSON "
                                                          "object"}])
     try:
-        return json.loads(body)
+        return load_json(body)
     except ValueError as error:
         raise RequestInvalid([{"pointer": "", "message": f"the body is not JSON: {error}"}]
                              ) from None

@@ -41,3 +41,32 @@ def main_node_log_stream(job_id: str) -> str | None:
     except ResourceNotFound:
         node = job
     return (node.get("container") or {}).get("logStreamName")
+
+
+def list_jobs(job_queue: str, status: str) -> list[dict[str, Any]]:
+    """The queue's jobs in one status (summaries)."""
+    found: list[dict[str, Any]] = []
+    with translated("Batch", "ListJobs"):
+        for page in client("batch").get_paginator("list_jobs").paginate(
+                jobQueue=job_queue, jobStatus=status):
+            found += page["jobSummaryList"]
+    return found
+
+
+def jobs_named(job_queue: str, name: str) -> list[dict[str, Any]]:
+    """Every job of that name in the queue, in any status (summaries)."""
+    found: list[dict[str, Any]] = []
+    with translated("Batch", "ListJobs"):
+        for page in client("batch").get_paginator("list_jobs").paginate(
+                jobQueue=job_queue, filters=[{"name": "JOB_NAME", "values": [name]}]):
+            found += page["jobSummaryList"]
+    return found
+
+
+def describe_jobs(job_ids: list[str]) -> list[dict[str, Any]]:
+    """Full descriptions (tags included), 100 jobs per call as Batch allows."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(job_ids), 100):
+        with translated("Batch", "DescribeJobs"):
+            found += client("batch").describe_jobs(jobs=job_ids[start:start + 100])["jobs"]
+    return found

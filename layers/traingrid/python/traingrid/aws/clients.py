@@ -1,11 +1,15 @@
-"""boto3 clients: created lazily, once per process, region-aware and replaceable in tests."""
+"""AWS clients: created lazily, once per process, region-aware and replaceable in tests.
+
+They are botocore's clients, which is all boto3's ``client()`` returns: importing boto3 would
+add its S3 transfer manager, unused here, to every cold start.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
-import boto3
+import botocore.session
 from botocore.config import Config
 
 # Adaptive mode retries throttling with backoff and client-side rate limiting. A fresh Config
@@ -14,10 +18,22 @@ RETRIES = {"mode": "adaptive", "max_attempts": 10}
 
 
 @cache
+def session() -> botocore.session.Session:
+    """The process's one botocore session: service models are parsed once."""
+    return botocore.session.get_session()
+
+
+@cache
 def client(service: str, region: str | None = None) -> Any:
-    return boto3.client(service, region_name=region, config=Config(retries=dict(RETRIES)))
+    return session().create_client(service, region_name=region,
+                                   config=Config(retries=dict(RETRIES)))
 
 
 def reset() -> None:
     """Forget cached clients (after the endpoint or credentials change, e.g. in tests)."""
     client.cache_clear()
+
+
+def home_region() -> str:
+    """The region this code runs in (a Lambda's own)."""
+    return client("sts").meta.region_name

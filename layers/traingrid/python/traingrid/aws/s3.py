@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from traingrid.aws.clients import client
 from traingrid.aws.errors import translated
 from traingrid.errors import ResourceNotFound
+from traingrid.validation import load_json
 
 
 def objects_under(bucket: str, prefix: str, region: str | None = None
@@ -29,18 +32,44 @@ class JsonObject:
     last_modified: datetime
 
 
-def get_json(bucket: str, key: str, version_id: str | None = None,
-             max_bytes: int = 256 * 1024) -> JsonObject:
-    """A small JSON object (one version of it, if given) and when it was written. Raises
-    ValueError when it is too large or not JSON."""
-    version = {"VersionId": version_id} if version_id else {}
+def get_json(bucket: str, key: str, max_bytes: int = 256 * 1024) -> JsonObject:
+    """A small JSON object and when it was written. Raises ValueError when it is too large or
+    not JSON."""
+    s3 = client("s3")
+    return _json_object(
+        f"s3://{bucket}/{key}", max_bytes,
+        lambda: s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes}"),
+        lambda: s3.get_object(Bucket=bucket, Key=key),
+    )
+
+
+def get_json_version(bucket: str, key: str, version_id: str,
+                     max_bytes: int = 256 * 1024) -> JsonObject:
+    """One version of a small JSON object, as ``get_json`` (reading a version is a call of its
+    own: it needs s3:GetObjectVersion)."""
+    s3 = client("s3")
+    return _json_object(
+        f"s3://{bucket}/{key}", max_bytes,
+        lambda: s3.get_object(Bucket=bucket, Key=key, VersionId=version_id,
+                              Range=f"bytes=0-{max_bytes}"),
+        lambda: s3.get_object(Bucket=bucket, Key=key, VersionId=version_id),
+    )
+
+
+def _json_object(uri: str, max_bytes: int, ranged: Callable[[], dict[str, Any]],
+                 whole: Callable[[], dict[str, Any]]) -> JsonObject:
     with translated("S3", "GetObject"):
-        response = client("s3").get_object(Bucket=bucket, Key=key,
-                                           Range=f"bytes=0-{max_bytes}", **version)
-        data = response["Body"].read()
+        try:
+            response = ranged()
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "InvalidRange":
+                raise
+            # An empty object has no first byte for a range to start at.
+            response = whole()
+        data = response["Body"].read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise ValueError(f"s3://{bucket}/{key} is larger than {max_bytes} bytes")
-    return JsonObject(json.loads(data or b"{}"), response["LastModified"])
+        raise ValueError(f"{uri} is larger than {max_bytes} bytes")
+    return JsonObject(load_json(data or b"{}"), response["LastModified"])
 
 
 def read_text_tail(bucket: str, key: str, max_bytes: int = 64 * 1024) -> str | None:

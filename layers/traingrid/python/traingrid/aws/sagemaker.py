@@ -33,3 +33,32 @@ def create_training_job(region: str, request: dict[str, Any]) -> str:
 def describe_training_job(region: str, name: str) -> dict[str, Any]:
     with translated("SageMaker", "DescribeTrainingJob"):
         return client("sagemaker", region).describe_training_job(TrainingJobName=name)
+
+
+def list_training_jobs(region: str, status: str) -> list[dict[str, Any]]:
+    """The region's training jobs in one status (summaries)."""
+    found: list[dict[str, Any]] = []
+    with translated("SageMaker", "ListTrainingJobs"):
+        for page in client("sagemaker", region).get_paginator("list_training_jobs").paginate(
+                StatusEquals=status):
+            found += page["TrainingJobSummaries"]
+    return found
+
+
+def tags_of(region: str, arn: str) -> dict[str, str]:
+    with translated("SageMaker", "ListTags"):
+        tags = client("sagemaker", region).list_tags(ResourceArn=arn)["Tags"]
+    return {t["Key"]: t["Value"] for t in tags}
+
+
+def stop_training_job(region: str, name: str) -> bool:
+    """Stop the job; False if it had ended already (SageMaker refuses to stop it then)."""
+    try:
+        client("sagemaker", region).stop_training_job(TrainingJobName=name)
+    except ClientError as error:
+        if error.response["Error"]["Code"] == "ValidationException" and (
+                "status" in error.response["Error"]["Message"]):
+            return False
+        with translated("SageMaker", "StopTrainingJob"):
+            raise
+    return True

@@ -9,8 +9,9 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws import s3, stepfunctions
 from traingrid.aws.secrets import database_url
-from traingrid.campaigns.markers import MARKER_NAME, parse_marker
+from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.placement import plan_campaign
+from traingrid.campaigns.request import FanoutRequest
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
@@ -23,7 +24,17 @@ from traingrid.errors import RequestInvalid
 from traingrid.naming import execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, RegistrationSettings
-from traingrid.training.failures import readable
+from traingrid.training.failures import advice, readable
+from traingrid.validation import parse
+
+AGAIN = "start the fan-out again"
+
+
+def failure_cause(failure: dict[str, Any]) -> str:
+    """A step's failure as a cause that says what to do."""
+    error, cause = readable(failure)
+    what_to_do = advice(error, AGAIN)
+    return f"{cause.rstrip('.')}. {what_to_do}" if what_to_do else cause
 
 
 def connection_url(settings: DatabaseSettings) -> str:
@@ -78,8 +89,8 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
     the fields of a FanoutRequest)."""
-    campaign_id, name = event["campaign"], event["execution_name"]
-    options = (event.get("input") or {}).get("options") or {}
+    campaign_id, options = _fanout_input(event)
+    name = event["execution_name"]
     with transaction(connection_url(settings)) as session:
         campaign = CampaignRepository(session).get(campaign_id)
         if campaign is None:
@@ -107,6 +118,27 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
             "max_concurrency": max_concurrency}
 
 
+def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The campaign and the options of a fan-out's execution input, every problem at once:
+    anyone allowed to start an execution can send any input."""
+    problems = []
+    campaign = event.get("campaign")
+    if not isinstance(campaign, str) or not CAMPAIGN_PATTERN.fullmatch(campaign):
+        problems.append({"pointer": "/campaign", "message": "must be a campaign's id: 1-48 "
+                         "lower-case letters, digits or '-'"})
+    execution_input = event.get("input")
+    options = execution_input.get("options") if isinstance(execution_input, dict) else None
+    request = None
+    try:
+        request = parse(FanoutRequest, {} if options is None else options, "fan-out options")
+    except RequestInvalid as invalid:
+        problems += [{"pointer": "/options" + p["pointer"], "message": p["message"]}
+                     for p in invalid.problems]
+    if problems or request is None:
+        raise RequestInvalid(problems, "fan-out input")
+    return campaign, request.plan_options()
+
+
 def _plan(session: Any, campaign_id: str, options: dict[str, Any]) -> list[Any]:
     overrides = {k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
     if options.get("datasets", "new") == "all":
@@ -128,7 +160,7 @@ def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict
     job = event["job"]
     status, cause = job.get("status", "Failed"), job.get("reason")
     if "failure" in event:
-        status, cause = "Failed", readable(event["failure"])[1]
+        status, cause = "Failed", failure_cause(event["failure"])
     if status != "Completed" and not cause:
         cause = f"the training job ended {status}"
     result = {
@@ -163,7 +195,7 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
     results = (state.get("plan") or {}).get("jobs") or []
     failed = [r for r in results if r["status"] != "Completed"]
     if "failure" in state:
-        error, cause = readable(state["failure"])
+        error, cause = readable(state["failure"])[0], failure_cause(state["failure"])
     elif failed:
         error = "RegionFailed"
         cause = "; ".join(f"{r['requested_region']} ({r['region']}): {r['cause']}"
@@ -175,7 +207,31 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
     status = "FAILED" if error else "SUCCEEDED"
     try:
         with transaction(connection_url(settings)) as session:
-            RunRepository(session).finish(event["execution_arn"], status, clock.now(), cause)
-    except RecordNotFound:  # planning failed before the run was recorded: nothing to finish
-        logger.warning("no run recorded for this execution", extra={"cause": cause})
+            runs = RunRepository(session)
+            if "failure" in state:  # the fan-out broke off: some regions have no outcome
+                runs.close(event["execution_arn"], clock.now(), cause or error or "failed",
+                           "the fan-out failed before this region's outcome was recorded; a "
+                           "training job of it still running is stopped by the janitor")
+            else:
+                runs.finish(event["execution_arn"], status, clock.now(), cause)
+    except RecordNotFound:  # planning failed before it recorded the run: record it failed
+        _record_unplanned(event, cause or "the fan-out failed before planning", settings)
     return {"status": status, "error": error, "cause": cause, "jobs": results}
+
+
+def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:
+    """A fan-out that failed before it planned still gets its run, FAILED with the cause, if
+    its campaign exists (otherwise there is nothing to attach it to)."""
+    campaign_id, arn = event["state"].get("campaign"), event["execution_arn"]
+    now = clock.now()
+    with transaction(connection_url(settings)) as session:
+        campaign = CampaignRepository(session).get(campaign_id) if isinstance(
+            campaign_id, str) else None
+        if campaign is None:
+            logger.warning("no campaign to record this failed fan-out under",
+                           extra={"campaign": campaign_id, "cause": cause})
+            return
+        runs = RunRepository(session)
+        runs.start(campaign_id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
+                   _parse(event.get("started_at")) or now)
+        runs.finish(arn, "FAILED", now, cause)

@@ -10,19 +10,23 @@ whose fan-out is still running is left alone: that run is training on its new da
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.campaigns.records import connection_url, fanout_name
-from traingrid.campaigns.request import FanoutRequest
+from traingrid.campaigns.request import CAMPAIGN_ID_PATTERN, FanoutRequest
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
     DatasetRepository,
     RecordNotFound,
 )
+from traingrid.errors import RequestInvalid
 from traingrid.naming import window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.submit import Submission, derived_name
@@ -44,8 +48,11 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
     """A fan-out request for an existing campaign, validated (every problem at once) and
     named."""
     request = parse(FanoutRequest, body)
-    with transaction(connection_url(settings.database)) as session:
-        exists = CampaignRepository(session).get(campaign_id) is not None
+    # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
+    exists = re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None
+    if exists:
+        with transaction(connection_url(settings.database)) as session:
+            exists = CampaignRepository(session).get(campaign_id) is not None
     if not exists:
         raise RecordNotFound(f"No campaign is called {campaign_id!r}: list them with "
                              "GET /campaigns.")
@@ -68,6 +75,44 @@ def running_fanouts(machine: str) -> dict[str, list[str]]:
             found.setdefault(campaign, []).append(execution["name"])
         if token is None:
             return found
+
+
+class ScheduledEvent(BaseModel):
+    """What scheduled retraining reads of the event its EventBridge schedule sends."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    time: str = Field(max_length=64, description="The scheduled time, like 2026-11-22T02:00:00Z.")
+
+    @field_validator("time")
+    @classmethod
+    def _aware_iso_time(cls, value: str) -> str:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if moment.tzinfo is not None:
+                moment.astimezone(UTC)
+        except (ValueError, OverflowError):
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ValueError("must be an ISO 8601 time with its zone, like 2026-11-22T02:00:00Z")
+        return value
+
+    @property
+    def scheduled_at(self) -> datetime:
+        return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
+
+
+def retrain_on_schedule(event: Any, settings: RetrainSettings) -> dict[str, Any]:
+    """Retrain for the scheduled event's time (the same for every delivery of one fire); an
+    event without one is rejected (logged and counted) and starts nothing."""
+    try:
+        scheduled = parse(ScheduledEvent, event, "scheduled event")
+    except RequestInvalid as invalid:
+        logger.warning("scheduled event rejected; nothing started",
+                       extra={"problems": invalid.problems})
+        metrics.add_metric(name="ScheduledEventRejected", unit="Count", value=1)
+        return {"status": "rejected", "reason": invalid.message, "problems": invalid.problems}
+    return retrain(scheduled.scheduled_at, settings)
 
 
 def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]:

@@ -38,6 +38,8 @@ JOB_FIELDS = frozenset({
     "artifacts", "failure_cause", "attempts",
 })
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+# A region job in one of these has its outcome; the others (PLANNED, InProgress …) are open.
+FINAL_JOB_STATUSES = ("Completed", "Failed", "Stopped")
 
 
 class RecordNotFound(NotFound):
@@ -123,6 +125,10 @@ class RegionRepository:
 
     def get(self, code: str) -> Region | None:
         return self.session.get(Region, code)
+
+    def codes(self) -> list[str]:
+        """Every region jobs may have trained in, enabled or not."""
+        return list(self.session.scalars(select(Region.code).order_by(Region.code)))
 
     def upsert(
         self, code: str, *, enabled: bool, transfer_usd_per_gb: Decimal | float | str,
@@ -288,7 +294,17 @@ class RunRepository:
             # A new list: JSON columns do not track changes made inside the old one.
             job.attempts = [*job.attempts, attempt]
         self.session.flush()
+        self._completed_late(job.run)
         return job
+
+    def _completed_late(self, run: CampaignRun) -> None:
+        """A run closed FAILED before its last region's outcome arrived (a step still in
+        flight when the execution stopped or broke off) that now has every region completed
+        did what it was for: SUCCEEDED, whatever order the records came in."""
+        if run.status == RunStatus.FAILED and run.jobs and all(
+                job.status == "Completed" for job in run.jobs):
+            run.status, run.failure_cause = RunStatus.SUCCEEDED.value, None
+            self.session.flush()
 
     def finish(self, execution_arn: str, status: str, ended_at: datetime,
                failure_cause: str | None = None) -> CampaignRun:
@@ -298,3 +314,22 @@ class RunRepository:
         run.status, run.ended_at, run.failure_cause = str(status), ended_at, failure_cause
         self.session.flush()
         return run
+
+    def running(self) -> list[CampaignRun]:
+        """Every run still RUNNING in the database, oldest first."""
+        return list(self.session.scalars(
+            select(CampaignRun).where(CampaignRun.status == RunStatus.RUNNING)
+            .order_by(CampaignRun.started_at, CampaignRun.id)))
+
+    def close(self, execution_arn: str, ended_at: datetime, cause: str,
+              job_cause: str) -> CampaignRun:
+        """End a run whose execution ended without recording its outcome. If every region's
+        job completed, the run did what it was for: SUCCEEDED. Otherwise FAILED with
+        ``cause``, and each job without an outcome Stopped with ``job_cause``."""
+        run = self._get(execution_arn)
+        if run.jobs and all(job.status == "Completed" for job in run.jobs):
+            return self.finish(execution_arn, RunStatus.SUCCEEDED, ended_at)
+        for job in run.jobs:
+            if job.status not in FINAL_JOB_STATUSES:
+                job.status, job.ended_at, job.failure_cause = "Stopped", ended_at, job_cause
+        return self.finish(execution_arn, RunStatus.FAILED, ended_at, cause)

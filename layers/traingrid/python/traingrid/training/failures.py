@@ -12,6 +12,10 @@ from typing import Any
 
 # Step Functions caps a Fail state's cause at 32,768 characters.
 MAX_CAUSE = 32_000
+THROTTLING_CODES = ("ThrottlingException", "TooManyRequestsException", "Throttling",
+                    "SlowDown", "RequestLimitExceeded")
+TIMEOUTS = ("Sandbox.Timedout", "States.Timeout", "Workflow.Timeout")
+SERVICES = ("FSx", "Batch", "SageMaker", "S3", "Lambda", "DynamoDB", "StepFunctions")
 
 
 def readable(failure: dict[str, Any]) -> tuple[str, str]:
@@ -30,6 +34,28 @@ def readable(failure: dict[str, Any]) -> tuple[str, str]:
     if isinstance(parsed, dict) and "errorMessage" in parsed:
         cause = parsed["errorMessage"]
     return error, cause.strip()
+
+
+def advice(error: str, again: str = "start the run again") -> str | None:
+    """What to do about an error that is not one of TrainGrid's own (those say it in their
+    message): AWS throttling beyond the retries, a step that timed out, a service's refusal."""
+    service, _, code = error.rpartition(".")
+    if code.endswith(THROTTLING_CODES):
+        return (f"AWS throttled the {service or 'AWS'} calls of this step for longer than its "
+                f"retries last: the account makes more {service or 'AWS'} requests than its "
+                f"quota allows. What to do: {again} once the load has dropped, or ask for a "
+                f"higher {service or 'AWS'} request quota")
+    if error in TIMEOUTS:
+        return ("A step did not finish within its time limit (a function's timeout, or a "
+                f"service that did not answer). What to do: {again}; if it times out again, "
+                "raise the step's Timeout in template.yaml")
+    if service in SERVICES or error in ("AwsServiceError", "ResourceNotFound"):
+        return (f"{service or 'An AWS service'} refused a call of this step (see above: a quota, "
+                f"a permission or a resource that changed). What to do: fix that, then {again}")
+    if error.startswith("Workflow."):
+        return ("This is a TrainGrid defect: report it with the execution's name. What to do: "
+                f"{again}")
+    return None
 
 
 def primary(state: dict[str, Any]) -> tuple[str, str, str | None]:
@@ -65,14 +91,16 @@ def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
             " it was not deleted: copy its outputs before deleting it yourself."
         )
     if "release_failure" in state:
+        error, cause = readable(state["release_failure"])
         found.append(
-            f"The file system {fs_id} could not be deleted "
-            f"({readable(state['release_failure'])[1]}); delete it with: "
-            f"aws fsx delete-file-system --file-system-id {fs_id}"
+            f"The file system {fs_id} could not be deleted ({cause or error}). What to do: "
+            f"nothing, the janitor deletes it once its data is safe; or delete it yourself "
+            f"with: aws fsx delete-file-system --file-system-id {fs_id}"
         )
     elif "released" in state:
         found.append(f"The file system {fs_id} was deleted.")
-    if archive := state.get("archive"):
+    archive = state.get("archive") or {}
+    if archive.get("manifest"):
         count = archive["objects"]
         found.append(f"Artifacts archived: {archive['manifest']} "
                      f"({count} object{'s' if count != 1 else ''}).")
@@ -86,6 +114,7 @@ def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
 
 def explain(state: dict[str, Any]) -> dict[str, str]:
     error, cause, key = primary(state)
-    parts = ([cause] if cause else []) + notes(state, key)
+    what_to_do = advice(error)
+    parts = ([cause] if cause else []) + ([what_to_do] if what_to_do else []) + notes(state, key)
     text = " ".join(p.rstrip() if p.rstrip().endswith(".") else p.rstrip() + "." for p in parts)
     return {"error": error, "cause": text[:MAX_CAUSE]}

@@ -89,10 +89,14 @@ def lustre_configuration(request: TrainingRunRequest) -> dict[str, Any]:
 
 def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
     """Values of the container environment the state machine passes to every node."""
+    output_dir = f"{FSX_MOUNT_POINT}/{archive_prefix(run).rstrip('/')}"
     return {
         "JOB_DIR": FSX_MOUNT_POINT,
         "SCRATCH_DIR": SCRATCH_DIR,
-        "OUTPUT_DIR": f"{FSX_MOUNT_POINT}/{archive_prefix(run).rstrip('/')}",
+        "OUTPUT_DIR": output_dir,
+        # The main node exports the outputs to S3 before the job ends (``lfs hsm_archive``),
+        # so the file system can be deleted as soon as the archive is verified.
+        "TRAINGRID_EXPORT_DIR": output_dir,
         "BATCH_SIZE": str(request.batch_size),
         "MPI_GPUS": str(mpi_gpus),
         "EPOCHS": str(request.epochs),

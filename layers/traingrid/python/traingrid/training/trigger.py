@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from traingrid.aws import s3, stepfunctions
-from traingrid.errors import RequestInvalid
+from traingrid.errors import RequestInvalid, ResourceNotFound
 from traingrid.naming import prefix_of, run_name_for_object
 from traingrid.observability import logger, metrics
 from traingrid.settings import TriggerSettings
@@ -28,13 +28,18 @@ def request_from_manifest(manifest: Any, bucket: str, key: str) -> TrainingRunRe
 
 
 def read_manifest(bucket: str, key: str, version_id: str | None = None) -> s3.JsonObject:
+    source = f"manifest s3://{bucket}/{key}"
     try:
-        return s3.get_json(bucket, key, version_id)
+        if version_id:
+            return s3.get_json_version(bucket, key, version_id)
+        return s3.get_json(bucket, key)
     except ValueError as error:
-        raise RequestInvalid(
-            [{"pointer": "", "message": f"not a JSON document: {error}"}],
-            f"manifest s3://{bucket}/{key}",
-        ) from None
+        raise RequestInvalid([{"pointer": "", "message": f"not a JSON document: {error}"}],
+                             source) from None
+    except ResourceNotFound:
+        # Deleted (or overwritten, for a version) between the upload and this event.
+        raise RequestInvalid([{"pointer": "", "message": "it no longer exists; upload it "
+                               "again to start a run"}], source) from None
 
 
 def start_from_upload(

@@ -1,0 +1,40 @@
+"""Is a run's archive complete? The job's output index, held against what S3 holds.
+
+The training job's main node indexes its outputs (``outputs.json``: every file's path and
+size) and exports them to S3 before it ends. When S3 holds every indexed file at its size, the
+archive is complete and the file system can go at once; otherwise an export task copies the
+rest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+OUTPUT_INDEX = "outputs.json"
+
+
+class OutputFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    path: str = Field(min_length=1)
+    size: int = Field(ge=0)
+
+
+class OutputIndex(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    files: list[OutputFile]
+
+
+def parse_index(document: Any) -> OutputIndex | None:
+    """The index, or None when it is not one (then nothing can be verified against it)."""
+    try:
+        return OutputIndex.model_validate(document)
+    except ValidationError:
+        return None
+
+
+def missing_outputs(index: OutputIndex, objects: list[dict[str, Any]], prefix: str) -> list[str]:
+    """Indexed paths that S3 does not hold under ``prefix`` at their indexed size."""
+    sizes = {o["key"].removeprefix(prefix): o["size"] for o in objects}
+    return [f.path for f in index.files if sizes.get(f.path) != f.size]

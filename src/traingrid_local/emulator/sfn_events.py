@@ -1,0 +1,73 @@
+"""Adaptation (moto 5.2.5): Step Functions announces the end of every execution on the account's
+default event bus, as a "Step Functions Execution Status Change" event, as AWS does.
+
+moto's interpreter sends no events. Here each execution that ends (SUCCEEDED, FAILED,
+TIMED_OUT, ABORTED) emits one, shortly after (an alarm at the present simulated moment, so the
+rules' targets run outside the execution's own thread, as EventBridge delivers
+asynchronously). ``detail`` has the fields AWS sends: ``executionArn``, ``stateMachineArn``,
+``name``, ``status``, ``startDate``/``stopDate`` (epoch milliseconds), ``input``, ``output``,
+``error`` and ``cause``. No event is sent while the emulator session closes (it stops what
+still runs then).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+from traingrid_local.emulator import events
+from traingrid_local.emulator.alarms import ALARMS
+from traingrid_local.emulator.clock import CLOCK
+
+log = logging.getLogger(__name__)
+DETAIL_TYPE = "Step Functions Execution Status Change"
+_originals: dict[str, Any] = {}
+_state = {"enabled": True}
+
+
+def enabled(on: bool) -> None:
+    """Send events (True) or not (while the session closes)."""
+    _state["enabled"] = on
+
+
+def _ms(moment: Any) -> int | None:
+    return int(moment.timestamp() * 1000) if moment is not None else None
+
+
+def detail(execution: Any) -> dict[str, Any]:
+    output = execution.output
+    return {
+        "executionArn": execution.exec_arn,
+        "stateMachineArn": execution.state_machine_arn,
+        "name": execution.name,
+        "status": execution.exec_status.value,
+        "startDate": _ms(execution.start_date),
+        "stopDate": _ms(execution.stop_date),
+        "input": json.dumps(execution.input_data),
+        "output": json.dumps(output) if output is not None else None,
+        "error": execution.error,
+        "cause": execution.cause,
+    }
+
+
+def _announce(execution: Any) -> None:
+    if not _state["enabled"]:
+        return
+    events.emit(execution.account_id, execution.region_name, "aws.states", DETAIL_TYPE,
+                detail(execution), [execution.exec_arn])
+
+
+def _terminated(self: BaseExecutionWorkerCommunication) -> None:
+    _originals["terminated"](self)
+    if _state["enabled"]:
+        execution = self.execution
+        ALARMS.at(CLOCK.now(), lambda: _announce(execution))
+
+
+def apply() -> None:
+    if not _originals:
+        _originals["terminated"] = BaseExecutionWorkerCommunication.terminated
+    BaseExecutionWorkerCommunication.terminated = _terminated

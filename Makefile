@@ -11,6 +11,9 @@ CHECKOV_VERSION := 3.3.30
 # checkov brings heavy dependencies of its own, so it has a venv of its own too.
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 PYTEST_ARGS ?=
+# The suite spends much of its time waiting on simulated clocks, so it runs a worker per core;
+# an idle worker takes tests queued for a busy one (every test stands on its own).
+PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint template-check security-check sam-build schema bench \
 	faults clean
@@ -48,7 +51,7 @@ demo: install
 	$(BIN)/traingrid demo
 
 test: install lint template-check security-check
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

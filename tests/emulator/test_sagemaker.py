@@ -143,10 +143,11 @@ def _error(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 def test_a_job_moves_through_its_secondary_statuses_to_completed(
     start_emulator: StartEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 500 simulated seconds per real second: each status lasts a quarter of a real second.
+    # 200 simulated seconds per real second: each status lasts a real second, long enough to be
+    # seen by a poll even when the machine is busy.
     for phase in ("STARTING", "DOWNLOADING", "TRAINING", "UPLOADING"):
-        monkeypatch.setattr(sagemaker, f"{phase}_SECONDS", 125)
-    emulator = start_emulator(speed=500)
+        monkeypatch.setattr(sagemaker, f"{phase}_SECONDS", 200)
+    emulator = start_emulator(speed=200)
     _bucket(emulator, "us-east-1")
     _create(emulator, "resnet50-run-1")
     seen: list[tuple[str, str]] = []
@@ -158,7 +159,7 @@ def test_a_job_moves_through_its_secondary_statuses_to_completed(
             seen.append(state)
         return state[0] in sagemaker.TERMINAL
 
-    wait_until(ended, timeout=10, interval=0.002, what="the training job to end")
+    wait_until(ended, timeout=30, interval=0.01, what="the training job to end")
 
     assert seen == [("InProgress", "Starting"), ("InProgress", "Downloading"),
                     ("InProgress", "Training"), ("InProgress", "Uploading"),

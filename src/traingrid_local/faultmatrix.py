@@ -12,10 +12,10 @@ nothing left to wait for. Then:
   system, whose outputs could not be archived, is accounted for until its expiry);
 - nothing archived was deleted: every object in S3 when the run ended is still there, the
   same, and every file a deleted file system held under ``runs/`` is in S3;
-- the outcome is held: a fan-out's run in the campaign database is closed (not RUNNING), with
-  no region job left open, SUCCEEDED only if every region completed; a TrainingRun's outcome
-  is its execution's (status, error, cause: what ``GET /runs/<name>`` shows), and a succeeded
-  one's manifest is in S3.
+- the outcome is held in the campaign database: a fan-out's run is closed (not RUNNING), with
+  no region job left open, SUCCEEDED only if every region completed; a TrainingRun has its
+  record with its execution's status and error, a cause if it did not succeed, and a succeeded
+  one's manifest, which is in S3.
 
 One deployment serves every cell of a pipeline, on a fast simulated clock.
 """
@@ -33,7 +33,7 @@ from typing import Any
 from moto.fsx.models import fsx_backends
 
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import FINAL_JOB_STATUSES, RunRepository
+from traingrid.db.repositories import FINAL_JOB_STATUSES, RunRepository, TrainingRunRepository
 from traingrid_local import campaign_demo, report
 from traingrid_local.demo import settle, upload_sample_dataset
 from traingrid_local.emulator import batch, fsx, sagemaker
@@ -60,6 +60,7 @@ REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
     ("training", "WriteManifest"): (frozenset({"node-lost"}), {}),
     ("training", "RetainFileSystem"): (frozenset({"export-failed"}), {}),
     ("training", "ExplainFailure"): (frozenset({"batch-job-failed"}), {}),
+    ("training", "RecordFailure"): (frozenset({"batch-job-failed"}), {}),
     ("campaign", "NextRegion"): (frozenset({"sagemaker-capacity"}), {}),
     ("campaign", "RecordRegionFailure"): (frozenset(), {
         "CheckRegionJob": StateFault("service-error")}),
@@ -68,6 +69,8 @@ REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
 RECOVERS = {
     # A failed check of the job's own archive falls back to an export task.
     ("training", "CheckArchive"): "SUCCEEDED",
+    # A run whose record failed still succeeded; the janitor records it.
+    ("training", "RecordSuccess"): "SUCCEEDED",
 }
 # An abort of a training run comes this far into the state (while its job trains).
 ABORT_AFTER_S = {("training", "AwaitTrainingJob"): 1800.0}
@@ -215,6 +218,30 @@ def _database_problems(deployment: Deployment, execution_arn: str) -> tuple[dict
         return held, problems
 
 
+def _training_problems(emulator: Emulator, deployment: Deployment, execution_arn: str,
+                       status: str, error: str | None) -> tuple[dict[str, Any] | None,
+                                                             list[str]]:
+    with transaction(deployment.database_url) as session:
+        record = TrainingRunRepository(session).get(execution_arn)
+        if record is None:
+            return None, ["the campaign database has no record of this run"]
+        held = {"status": record.status, "error": record.error,
+                "recorded_by": record.recorded_by, "manifest": record.manifest,
+                "failure_cause": record.failure_cause}
+    problems = []
+    # Stopped while it recorded its outcome: the outcome it recorded stands.
+    recorded_before_stop = status == "ABORTED" and record.recorded_by == "run"
+    if not recorded_before_stop and (record.status, record.error) != (
+            status, error if status != "ABORTED" else "ABORTED"):
+        problems.append(f"the database says {record.status} ({record.error}), the execution "
+                        f"{status} ({error})")
+    if record.status != "SUCCEEDED" and not record.failure_cause:
+        problems.append("the record of a run that did not succeed has no cause")
+    if record.status == "SUCCEEDED" and not _exists(emulator, record.manifest):
+        problems.append(f"the run succeeded without its manifest: {record.manifest}")
+    return held, problems
+
+
 def _exists(emulator: Emulator, uri: str | None) -> bool:
     if not uri:
         return False
@@ -291,11 +318,9 @@ def run_cell(emulator: Emulator, deployment: Deployment, cell: Cell) -> CellResu
         result.database, db_problems = _database_problems(deployment, arn)
         problems += db_problems
     else:
-        output = entry.get("output") or {}
-        result.database = {"status": result.status, "error": result.error,
-                           "manifest": output.get("manifest")}
-        if result.status == "SUCCEEDED" and not _exists(emulator, output.get("manifest")):
-            problems.append(f"the run succeeded without its manifest: {output}")
+        result.database, db_problems = _training_problems(emulator, deployment, arn,
+                                                          result.status, result.error)
+        problems += db_problems
     result.wall_s = round(time.monotonic() - started, 1)
     return result
 

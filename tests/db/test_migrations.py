@@ -17,6 +17,7 @@ from traingrid.db.models import Base
 
 MODEL_TABLES = set(Base.metadata.tables)
 ROOT = Path(__file__).resolve().parents[2]
+HEAD = "0002"
 
 
 def differences(url: str) -> list:
@@ -35,13 +36,22 @@ def check_constraints(url: str) -> set[str | None]:
 def test_upgrade_creates_exactly_the_models(database_url):
     assert migrate.current(database_url) is None
     migrate.upgrade(database_url)
-    assert migrate.current(database_url) == "0001"
+    assert migrate.current(database_url) == HEAD
     assert differences(database_url) == []
     # compare_metadata does not look at CHECK constraints: compare their names.
     assert check_constraints(database_url) == {
         c.name for table in Base.metadata.tables.values() for c in table.constraints
         if isinstance(c, CheckConstraint)
-    } == {"ck_campaigns_placement", "ck_campaign_runs_status", "ck_campaign_runs_placement"}
+    } == {"ck_campaigns_placement", "ck_campaign_runs_status", "ck_campaign_runs_placement",
+          "ck_training_runs_status"}
+
+
+def test_a_deploy_applies_the_newest_migration():
+    """The template's SchemaRevision changes with each migration, so a deploy runs it."""
+    newest = max(p.name.split("_", 1)[0]
+                 for p in (ROOT / "schema" / "migrations" / "versions").glob("[0-9]*_*.py"))
+    template = (ROOT / "template.yaml").read_text()
+    assert newest == HEAD and f'SchemaRevision: "{HEAD}"' in template
 
 
 def test_the_comparison_notices_drift(migrated_url):
@@ -52,7 +62,7 @@ def test_the_comparison_notices_drift(migrated_url):
 
 def test_upgrade_is_idempotent_and_downgrade_drops_everything(migrated_url):
     migrate.upgrade(migrated_url)
-    assert migrate.current(migrated_url) == "0001"
+    assert migrate.current(migrated_url) == HEAD
     migrate.downgrade(migrated_url, "base")
     assert migrate.current(migrated_url) is None
     with engine_for(migrated_url).connect() as connection:
@@ -67,7 +77,7 @@ def test_a_deployed_copy_of_the_migrations_runs_from_the_environment(monkeypatch
     monkeypatch.setenv("TRAINGRID_MIGRATIONS", str(deployed))
     url = f"sqlite:///{tmp_path / 'deployed.db'}"
     migrate.upgrade(url)
-    assert migrate.migrations_folder() == deployed and migrate.current(url) == "0001"
+    assert migrate.migrations_folder() == deployed and migrate.current(url) == HEAD
     dispose(url)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import TrainingRunRepository
 from traingrid_local import campaign_demo, report
 from traingrid_local.client import ApiClient
 from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, upload_sample_dataset, wait_for_runs
@@ -36,6 +38,17 @@ class Outcome:
     def execution(self) -> dict[str, Any]:
         (only,) = self.report["executions"]
         return only
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The only execution's outcome as the campaign database holds it."""
+        return training_record(self.deployment, self.execution["execution_arn"])
+
+
+def training_record(deployment: Deployment, execution_arn: str) -> dict[str, Any] | None:
+    with transaction(deployment.database_url) as session:
+        row = TrainingRunRepository(session).get(execution_arn)
+        return {c.name: getattr(row, c.name) for c in row.__table__.columns} if row else None
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def test_as_a_custom_resource_it_migrates_and_answers_cloudformation(emulated, r
     downgrade(deployment.database_url, "base")
     event = {"RequestType": "Create", "ResponseURL": response_url, "StackId": "stack",
              "RequestId": "request-1", "LogicalResourceId": "DatabaseSchema",
-             "ResourceProperties": {"SchemaRevision": "0001"}}
+             "ResourceProperties": {"SchemaRevision": "0002"}}
 
     invoke(emulator, deployment, event)
 

@@ -24,6 +24,7 @@ SAMPLE = [
     Cell("training", "CheckExport", "timeout"),
     Cell("training", "DeleteFileSystem", "service-error"),
     Cell("training", "StopTrainingJob", "throttling-storm"),
+    Cell("training", "RecordSuccess", "service-error"),
     Cell("campaign", "CheckRegionJob", "abort"),
     Cell("campaign", "RecordRegionJob", "service-error"),
     Cell("campaign", "LaunchRegionJob", "throttling-storm"),
@@ -91,6 +92,10 @@ def test_a_part_of_the_matrix_ends_as_expected_with_nothing_leaked(tmp_path):
     # Released by the pipeline itself, or by the janitor when nothing else could.
     assert by_cell[("AwaitTrainingJob", "abort")].janitor_actions >= 2
     assert by_cell[("DeleteFileSystem", "service-error")].janitor_actions == 1
+    unrecorded = by_cell[("RecordSuccess", "service-error")].database
+    assert (unrecorded["status"], unrecorded["recorded_by"]) == ("SUCCEEDED", "janitor")
+    assert by_cell[("AwaitTrainingJob", "abort")].database["status"] == "ABORTED"
+    assert "states:ListExecutions" in training
     aborted = by_cell[("CheckRegionJob", "abort")].database
     assert aborted["status"] == "FAILED" and "ABORTED" in aborted["failure_cause"]
     assert set(aborted["jobs"].values()) == {"Stopped"}

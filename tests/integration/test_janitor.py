@@ -64,6 +64,14 @@ def test_a_stopped_run_leaves_nothing_once_the_janitor_ran(run_scenario, scenari
     assert unsafe_deletions(outcome.emulator) == []
     assert outcome.emulator.client("fsx").describe_file_systems()["FileSystems"] == []
     assert missing_permissions(outcome.stack, dict(lambda_inprocess.CALLS)) == []
+    # The run could not record its outcome: the janitor did, saying what it released.
+    record = outcome.record
+    assert (record["status"], record["error"], record["recorded_by"]) == (
+        "ABORTED", "ABORTED", "janitor")
+    assert "The execution ended ABORTED before recording its outcome" in record[
+        "failure_cause"]
+    assert "Start the run again" in record["failure_cause"]
+    assert record["dataset"] == f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
 
 
 def test_the_janitor_leaves_a_running_run_alone_and_refuses_other_events(emulated):

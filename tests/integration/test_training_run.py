@@ -41,6 +41,16 @@ def test_happy_path_trains_archives_and_releases(run_scenario):
     assert "outputs.json" in artifact_names(outcome)
     assert outcome.report["leaked_resources"] == [] and outcome.report["retained_resources"] == []
     assert no_file_systems(outcome)
+    # Record: the outcome, what the run used and where its artifacts are, in the database.
+    record = outcome.record
+    assert (record["status"], record["recorded_by"], record["name"]) == (
+        "SUCCEEDED", "run", execution["name"])
+    assert (record["manifest"], record["artifacts"]) == (
+        manifest_uri, manifest_uri.removesuffix("manifest.json"))
+    assert record["archived_objects"] == manifest["object_count"]
+    assert (record["nodes"], record["mpi_gpus"], record["training_s"]) == (20, 160, 3600)
+    assert record["job_id"] == execution["output"]["job_id"] and record["error"] is None
+    assert record["ended_at"] > record["started_at"]
 
 
 def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):
@@ -79,6 +89,10 @@ def test_training_failure_is_explained_archived_and_released(run_scenario):
     names = artifact_names(outcome)
     assert "logs/main-node.log" in names and "model/final.ckpt" not in names
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+    record = outcome.record
+    assert (record["status"], record["error"]) == ("FAILED", "TrainingJobFailed")
+    assert record["failure_cause"] == execution["cause"]
+    assert record["job_status"] == "FAILED" and record["manifest"] is not None
 
 
 def test_outputs_the_job_could_not_export_are_exported_before_the_release(run_scenario):
@@ -118,6 +132,9 @@ def test_failed_archive_keeps_the_file_system_and_says_where(run_scenario):
     assert outcome.report["leaked_resources"] == []
     fs = outcome.emulator.client("fsx").describe_file_systems()["FileSystems"][0]
     assert fs["Lifecycle"] == "AVAILABLE"
+    record = outcome.record
+    assert (record["status"], record["retained_file_system"]) == ("FAILED", kept["id"])
+    assert record["artifacts"] and record["manifest"] is None
 
 
 def test_throttling_is_absorbed_by_retries(run_scenario):

@@ -186,7 +186,7 @@ def test_every_function_folder_has_a_thin_handler(template):
 
 
 DATABASE_FUNCTIONS = {"register_dataset", "plan_fanout", "record_region_job", "finish_fanout",
-                      "migrate_database", "retrain_campaigns", "janitor"}
+                      "record_run", "migrate_database", "retrain_campaigns", "janitor"}
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency"
 
 

@@ -13,6 +13,11 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse(text: str | None) -> datetime | None:
+    """An ISO 8601 time as Step Functions and TrainGrid write it (``…Z`` or an offset)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
 def service_now() -> datetime:
     """The wall clock: the time AWS services stamp on what they report (execution start times,
     S3 LastModified). The emulator simulates ``now`` for TrainGrid's own timestamps, but not

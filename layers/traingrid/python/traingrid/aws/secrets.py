@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from traingrid.aws.clients import client
 from traingrid.aws.errors import translated
+
+if TYPE_CHECKING:
+    from traingrid.settings import DatabaseSettings
 
 
 def url_from_secret(secret: dict[str, str], host: str | None = None,
@@ -29,3 +33,9 @@ def database_url(secret_arn: str, host: str | None = None, database: str | None 
     with translated("SecretsManager", "GetSecretValue"):
         value = client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
     return url_from_secret(json.loads(value), host, database)
+
+
+def connection_url(settings: DatabaseSettings) -> str:
+    """The URL of the database a function's settings name."""
+    return database_url(settings.database_secret_arn, settings.database_host,
+                        settings.database_name)

@@ -8,7 +8,7 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.aws import s3, stepfunctions
-from traingrid.aws.secrets import database_url
+from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.request import FanoutRequest
@@ -35,11 +35,6 @@ def failure_cause(failure: dict[str, Any]) -> str:
     error, cause = readable(failure)
     what_to_do = advice(error, AGAIN)
     return f"{cause.rstrip('.')}. {what_to_do}" if what_to_do else cause
-
-
-def connection_url(settings: DatabaseSettings) -> str:
-    return database_url(settings.database_secret_arn, settings.database_host,
-                        settings.database_name)
 
 
 def fanout_name(campaign: str, moment: datetime, window_minutes: int,
@@ -175,15 +170,11 @@ def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict
             event["execution_arn"], job["requested_region"], status=status,
             region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
             artifacts=job.get("artifacts"), failure_cause=result["cause"],
-            started_at=_parse(job.get("started_at")), ended_at=clock.now(),
+            started_at=clock.parse(job.get("started_at")), ended_at=clock.now(),
             attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
                                                "reason": result["cause"] or "completed"}],
         )
     return result
-
-
-def _parse(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
 def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
@@ -233,5 +224,5 @@ def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSetti
             return
         runs = RunRepository(session)
         runs.start(campaign_id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
-                   _parse(event.get("started_at")) or now)
+                   clock.parse(event.get("started_at")) or now)
         runs.finish(arn, "FAILED", now, cause)

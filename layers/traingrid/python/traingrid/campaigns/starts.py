@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traingrid import clock
 from traingrid.aws import stepfunctions
-from traingrid.campaigns.records import connection_url, fanout_name
+from traingrid.aws.secrets import connection_url
+from traingrid.campaigns.records import fanout_name
 from traingrid.campaigns.request import CAMPAIGN_ID_PATTERN, FanoutRequest
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (

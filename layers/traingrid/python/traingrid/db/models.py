@@ -1,4 +1,5 @@
-"""The campaign database: campaigns, regions with their prices, datasets, runs and region jobs.
+"""The campaign database: campaigns, regions with their prices, datasets, runs and region jobs,
+and the outcome of every TrainingRun.
 
 Money is ``Numeric`` (exact list prices); times are aware and stored in UTC. Python-side defaults
 only: every row is written by this package, and the migration stays the plain shape of the table.
@@ -40,6 +41,15 @@ class RunStatus(StrEnum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
+
+
+class TrainingRunStatus(StrEnum):
+    """How a TrainingRun execution ended (Step Functions' own words)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    ABORTED = "ABORTED"
+    TIMED_OUT = "TIMED_OUT"
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -167,3 +177,43 @@ class RegionJob(Base):
     attempts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
     run: Mapped[CampaignRun] = relationship(back_populates="jobs")
+
+
+class TrainingRunRecord(Base):
+    """The outcome of one TrainingRun execution: written by its last step, or by the janitor
+    when the execution ended without getting there (stopped, timed out)."""
+
+    __tablename__ = "training_runs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", tuple(TrainingRunStatus)), name="status"),
+        Index(None, "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(80))
+    execution_arn: Mapped[str] = mapped_column(String(256), unique=True)
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # What was asked for and planned; None where the run ended before it was known.
+    dataset: Mapped[str | None] = mapped_column(Text)
+    nodes: Mapped[int | None] = mapped_column(Integer)
+    instance_type: Mapped[str | None] = mapped_column(String(64))
+    mpi_gpus: Mapped[int | None] = mapped_column(Integer)
+    estimated_max_usd: Mapped[Decimal | None] = mapped_column(MONEY)
+    # What it used: the Batch job and the file system, and how long the job ran.
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    job_status: Mapped[str | None] = mapped_column(String(16))
+    training_s: Mapped[int | None] = mapped_column(Integer)
+    file_system_id: Mapped[str | None] = mapped_column(String(32))
+    # Where its artifacts are: the verified archive in S3, else the file system kept for them.
+    artifacts: Mapped[str | None] = mapped_column(S3_URI)
+    manifest: Mapped[str | None] = mapped_column(S3_URI)
+    archived_objects: Mapped[int | None] = mapped_column(Integer)
+    archived_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    retained_file_system: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(String(128))
+    failure_cause: Mapped[str | None] = mapped_column(Text)
+    # "run" (its last step) or "janitor".
+    recorded_by: Mapped[str] = mapped_column(String(16))
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime, default=clock.now)

@@ -26,6 +26,7 @@ from traingrid.db.models import (
     RegionJob,
     RegionPrice,
     RunStatus,
+    TrainingRunRecord,
 )
 from traingrid.errors import NotFound
 
@@ -46,18 +47,22 @@ class RecordNotFound(NotFound):
     """A campaign, run or region job the caller named is not in the database."""
 
 
-def _insert_ignoring_conflicts(
-    session: Session, model: type[Any], values: dict[str, Any] | list[dict[str, Any]],
-    conflict_columns: Iterable[str],
-) -> Insert:
-    """``INSERT … ON CONFLICT (columns) DO NOTHING`` in the session's dialect (imported here:
-    a process only ever needs its own)."""
+def _insert(session: Session, model: type[Any]) -> Any:
+    """The dialect's ``insert`` (imported here: a process only ever needs its own), which
+    knows ``ON CONFLICT``."""
     dialect = session.get_bind().dialect.name
     if dialect not in ("postgresql", "sqlite"):
         raise NotImplementedError(f"the campaign database runs on PostgreSQL or SQLite, "
                                   f"not {dialect}")
-    insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
-    statement = insert(model).values(values)
+    return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert(model)
+
+
+def _insert_ignoring_conflicts(
+    session: Session, model: type[Any], values: dict[str, Any] | list[dict[str, Any]],
+    conflict_columns: Iterable[str],
+) -> Insert:
+    """``INSERT … ON CONFLICT (columns) DO NOTHING``."""
+    statement = _insert(session, model).values(values)
     return statement.on_conflict_do_nothing(index_elements=list(conflict_columns))
 
 
@@ -333,3 +338,55 @@ class RunRepository:
             if job.status not in FINAL_JOB_STATUSES:
                 job.status, job.ended_at, job.failure_cause = "Stopped", ended_at, job_cause
         return self.finish(execution_arn, RunStatus.FAILED, ended_at, cause)
+
+
+class TrainingRunRepository:
+    """The outcomes of TrainingRun executions, one row per execution."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, execution_arn: str) -> TrainingRunRecord | None:
+        return self.session.scalars(
+            select(TrainingRunRecord).where(TrainingRunRecord.execution_arn == execution_arn)
+        ).one_or_none()
+
+    def record(self, outcome: dict[str, Any]) -> TrainingRunRecord:
+        """The run's own record of its outcome; a retried step writes the same row again."""
+        values = {**outcome, "recorded_at": clock.now()}
+        statement = _insert(self.session, TrainingRunRecord).values(values)
+        self.session.execute(statement.on_conflict_do_update(
+            index_elements=["execution_arn"],
+            set_={k: v for k, v in values.items() if k != "execution_arn"}))
+        return self._read(outcome["execution_arn"])
+
+    def record_if_absent(self, outcome: dict[str, Any]) -> tuple[TrainingRunRecord, bool]:
+        """A record for a run that ended without writing its own; never replaces one. Returns
+        the row and whether this call wrote it."""
+        values = {**outcome, "recorded_at": clock.now()}
+        written = self.session.execute(_insert_ignoring_conflicts(
+            self.session, TrainingRunRecord, values, ["execution_arn"])
+            .returning(TrainingRunRecord.id)).first()
+        return self._read(outcome["execution_arn"]), written is not None
+
+    def _read(self, execution_arn: str) -> TrainingRunRecord:
+        self.session.expire_all()
+        row = self.get(execution_arn)
+        if row is None:  # the statement above wrote or found it in this transaction
+            raise RecordNotFound(f"no training run for execution {execution_arn}")
+        return row
+
+    def missing(self, execution_arns: Sequence[str]) -> list[str]:
+        """Those of ``execution_arns`` that have no record, in the order given."""
+        found = set(self.session.scalars(
+            select(TrainingRunRecord.execution_arn)
+            .where(TrainingRunRecord.execution_arn.in_(list(execution_arns))))
+        ) if execution_arns else set()
+        return [arn for arn in execution_arns if arn not in found]
+
+    def recent(self, limit: int = 20) -> list[TrainingRunRecord]:
+        """The newest runs first."""
+        return list(self.session.scalars(
+            select(TrainingRunRecord)
+            .order_by(TrainingRunRecord.started_at.desc(), TrainingRunRecord.id.desc())
+            .limit(limit)))

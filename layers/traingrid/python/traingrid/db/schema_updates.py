@@ -4,6 +4,7 @@ each new migration)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from traingrid.observability import logger
 PHYSICAL_ID = "traingrid-campaign-database-schema"
 
 
-def apply_migrations(url: str, folder: Path) -> dict[str, str]:
+def apply_migrations(database_url: Callable[[], str], folder: Path) -> dict[str, str]:
+    url = database_url()
     before = current(url)
     upgrade(url, folder=folder)
     after = current(url) or ""
@@ -22,14 +24,17 @@ def apply_migrations(url: str, folder: Path) -> dict[str, str]:
     return {"from": before or "", "revision": after}
 
 
-def handle(event: dict[str, Any], url: str, folder: Path) -> dict[str, str]:
+def handle(event: dict[str, Any], database_url: Callable[[], str],
+           folder: Path) -> dict[str, str]:
+    """``database_url`` is read inside the answer to CloudFormation, so that failing to read
+    it (the secret, the network) is answered too instead of leaving the stack waiting."""
     if "RequestType" not in event:
-        return apply_migrations(url, folder)
+        return apply_migrations(database_url, folder)
     if event["RequestType"] == "Delete":  # the data outlives the stack's custom resource
         respond(event, "SUCCESS", "nothing to do on delete", PHYSICAL_ID)
         return {}
     try:
-        result = apply_migrations(url, folder)
+        result = apply_migrations(database_url, folder)
     except Exception as error:
         respond(event, "FAILED", f"migration failed: {error}", PHYSICAL_ID)
         raise

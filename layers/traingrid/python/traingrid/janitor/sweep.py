@@ -1,6 +1,6 @@
 """One pass of the janitor: find TrainGrid's FSx file systems, Batch jobs and SageMaker
 training jobs, release those whose execution has ended (``decide``), and record the outcome of
-campaign runs whose execution ended without recording it.
+campaign runs and TrainingRuns whose execution ended without recording it.
 
 It runs on a schedule, and at once when an execution of this stack ends ABORTED, TIMED_OUT or
 FAILED (Step Functions cannot catch a StopExecution, so no state of the run itself cleans up
@@ -19,9 +19,9 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws import batch, fsx, s3, sagemaker, stepfunctions
 from traingrid.aws.clients import home_region
-from traingrid.aws.secrets import database_url
+from traingrid.aws.secrets import connection_url
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import RegionRepository, RunRepository
+from traingrid.db.repositories import RegionRepository, RunRepository, TrainingRunRepository
 from traingrid.errors import RequestInvalid, ResourceNotFound, TrainGridError
 from traingrid.janitor.decide import (
     BATCH_JOB,
@@ -46,11 +46,13 @@ from traingrid.janitor.decide import (
 )
 from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
-from traingrid.training import archive
+from traingrid.training import archive, outcome
 from traingrid.training.plan import MANIFEST_NAME, archive_prefix
 from traingrid.training.steps import INDEX_MAX_BYTES
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
+# How many of the newest TrainingRun executions each pass checks for a recorded outcome.
+RECENT_RUNS = 100
 LIVE_TRAINING_STATUSES = ("InProgress", "Stopping")
 # One metric per resource acted on, named for what was done.
 METRICS = {
@@ -111,9 +113,7 @@ class Sweep:
     # --- what there is ----------------------------------------------------------------
 
     def database(self) -> str:
-        settings = self.settings
-        return database_url(settings.database_secret_arn, settings.database_host,
-                            settings.database_name)
+        return connection_url(self.settings)
 
     def regions(self) -> list[str]:
         """Where campaign jobs may train (the database's regions) and this region."""
@@ -255,6 +255,43 @@ class Sweep:
                 recorded.append(entry)
         return recorded
 
+    def record_training_runs(self, trigger: dict[str, Any],
+                             decisions: list[Decision]) -> list[dict[str, Any]]:
+        """TrainingRuns that ended without recording their outcome (stopped, timed out, or
+        their record step failed): the execution that triggered this pass, those whose
+        resources were found, and the newest ones of the state machine."""
+        machine = self.settings.training_run_state_machine_arn
+        prefix = stepfunctions.execution_arn(machine, "")
+        arns = {arn for arn in [trigger.get("execution_arn"), *self.executions]
+                if isinstance(arn, str) and arn.startswith(prefix)}
+        newest = self.attempt("listing the newest training runs", lambda: stepfunctions.
+                              list_executions(machine, RECENT_RUNS)[0], [])
+        arns |= {e["executionArn"] for e in newest if e["status"] not in RUNNING}
+
+        def unrecorded() -> list[str]:
+            with transaction(self.database()) as session:
+                return TrainingRunRepository(session).missing(sorted(arns))
+
+        recorded = []
+        for arn in self.attempt("reading the recorded training runs", unrecorded, []):
+            status = self.status(arn)
+            described = self.executions.get(arn)
+            if status is None or described is None or status in RUNNING:
+                continue
+            cause = self.outcome(arn, status, decisions, "Start the run again.")[0]
+            entry = self.attempt(f"recording the outcome of {arn}", functools.partial(
+                self.record_training_run, outcome.from_execution(described, cause)))
+            if entry:
+                logger.info("janitor: recorded a training run's outcome",
+                            extra={"training_run": entry})
+                recorded.append(entry)
+        return recorded
+
+    def record_training_run(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        with transaction(self.database()) as session:
+            row, written = TrainingRunRepository(session).record_if_absent(record)
+            return outcome.as_dict(row) if written else None
+
     def close(self, arn: str, status: str, ended_at: datetime, cause: str,
               job_cause: str) -> dict[str, Any]:
         with transaction(self.database()) as session:
@@ -262,8 +299,9 @@ class Sweep:
             return {"execution_arn": arn, "execution_status": status, "status": run.status,
                     "cause": run.failure_cause}
 
-    def outcome(self, arn: str, status: str,
-                decisions: list[Decision]) -> tuple[str, datetime]:
+    def outcome(self, arn: str, status: str, decisions: list[Decision],
+                again: str = "Start the fan-out again to train on this data."
+                ) -> tuple[str, datetime]:
         described = self.executions.get(arn) or {}
         ended_at = described.get("stopDate") or self.now
         how = f"The execution ended {status}" if status != GONE else "The execution is gone"
@@ -274,8 +312,7 @@ class Sweep:
                     if d.resource.execution_arn == arn and d.action in RELEASING]
         what = ("the janitor released what it left: " + "; ".join(released) if released
                 else "nothing of it was left running")
-        return (f"{how} before recording its outcome; {what}. Start the fan-out again to "
-                "train on this data.", ended_at)
+        return f"{how} before recording its outcome; {what}. {again}", ended_at
 
 
 def sweep(event: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
@@ -304,6 +341,7 @@ def sweep(event: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
         "pending": sum(d.action in PENDING for d in decisions),
         "kept": sum(d.action is Action.KEEP for d in decisions),
         "runs_recorded": janitor.record_outcomes(decisions),
+        "training_runs_recorded": janitor.record_training_runs(trigger, decisions),
         "errors": janitor.errors,
     }
     logger.info("janitor pass", extra={k: v for k, v in outcome.items() if k != "released"}

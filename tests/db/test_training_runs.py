@@ -1,0 +1,78 @@
+"""TrainingRun outcomes: one row per execution, rewritten by a retried record step, never
+replaced by the janitor, read back exactly on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import TrainingRunRepository
+
+T0 = datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
+MACHINE = "arn:aws:states:us-east-1:123456789012:execution:traingrid-TrainingRun"
+
+
+def outcome(name: str, status: str = "SUCCEEDED", started_at: datetime = T0,
+            **fields) -> dict:
+    return {
+        "execution_arn": f"{MACHINE}:{name}", "name": name, "status": status,
+        "started_at": started_at, "ended_at": started_at + timedelta(hours=2),
+        "dataset": "s3://data/imagenet/", "nodes": 4, "instance_type": "p3.16xlarge",
+        "mpi_gpus": 32, "estimated_max_usd": Decimal("35268.58"), "job_id": "job-1",
+        "job_status": "SUCCEEDED", "training_s": 7200, "file_system_id": "fs-1",
+        "artifacts": f"s3://data/runs/{name}/", "manifest": f"s3://data/runs/{name}/manifest.json",
+        "archived_objects": 13, "archived_bytes": 5 * 2**40, "retained_file_system": None,
+        "error": None, "failure_cause": None, "recorded_by": "run", **fields,
+    }
+
+
+def test_a_run_is_recorded_once_and_a_retried_record_rewrites_it(migrated_url):
+    with transaction(migrated_url) as session:
+        first = TrainingRunRepository(session).record(outcome("resnet-1", "FAILED",
+                                                              error="Lost"))
+        first_id = first.id
+    with transaction(migrated_url) as session:
+        again = TrainingRunRepository(session).record(outcome("resnet-1"))
+        assert again.id == first_id and (again.status, again.error) == ("SUCCEEDED", None)
+    with transaction(migrated_url) as session:
+        row = TrainingRunRepository(session).get(f"{MACHINE}:resnet-1")
+        assert row.started_at == T0 and row.estimated_max_usd == Decimal("35268.58")
+        assert row.archived_bytes == 5 * 2**40 and row.recorded_at.tzinfo is not None
+
+
+def test_the_janitor_never_replaces_a_runs_own_record(migrated_url):
+    with transaction(migrated_url) as session:
+        runs = TrainingRunRepository(session)
+        runs.record(outcome("resnet-1"))
+        row, written = runs.record_if_absent(outcome("resnet-1", "ABORTED",
+                                                     recorded_by="janitor"))
+        assert not written and (row.status, row.recorded_by) == ("SUCCEEDED", "run")
+        row, written = runs.record_if_absent(outcome("resnet-2", "ABORTED",
+                                                     recorded_by="janitor"))
+        assert written and (row.status, row.recorded_by) == ("ABORTED", "janitor")
+
+
+def test_missing_names_the_executions_without_a_record_in_order(migrated_url):
+    with transaction(migrated_url) as session:
+        runs = TrainingRunRepository(session)
+        runs.record(outcome("b"))
+        arns = [f"{MACHINE}:{name}" for name in ("c", "b", "a")]
+        assert runs.missing(arns) == [arns[0], arns[2]]
+        assert runs.missing([]) == []
+
+
+def test_recent_runs_come_newest_first(migrated_url):
+    with transaction(migrated_url) as session:
+        runs = TrainingRunRepository(session)
+        for hour, name in enumerate(["old", "new", "middle"]):
+            runs.record(outcome(name, started_at=T0 + timedelta(hours=(0, 2, 1)[hour])))
+        assert [r.name for r in runs.recent(2)] == ["new", "middle"]
+
+
+def test_a_status_step_functions_does_not_have_is_refused(migrated_url):
+    with pytest.raises(IntegrityError), transaction(migrated_url) as session:
+        TrainingRunRepository(session).record(outcome("resnet-1", "RUNNING"))

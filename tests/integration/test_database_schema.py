@@ -83,3 +83,19 @@ def test_deleting_the_custom_resource_keeps_the_data(emulated, response_url):
                                   "LogicalResourceId": "DatabaseSchema"})
     assert CloudFormation.received[0]["Status"] == "SUCCESS"
     assert current(deployment.database_url) == head
+
+
+def test_a_secret_it_cannot_read_is_answered_not_left_waiting(emulated, response_url):
+    emulator, deployment = emulated("happy")
+    emulator.client("secretsmanager").delete_secret(
+        SecretId=deployment.stack.outputs["DatabaseSecretArn"], ForceDeleteWithoutRecovery=True)
+    response = emulator.client("lambda").invoke(
+        FunctionName=deployment.stack.outputs["MigrateDatabaseFunctionName"],
+        Payload=json.dumps({"RequestType": "Update", "ResponseURL": response_url,
+                            "StackId": "s", "RequestId": "r",
+                            "LogicalResourceId": "DatabaseSchema"}).encode())
+
+    assert "FunctionError" in response
+    (answer,) = CloudFormation.received
+    assert answer["Status"] == "FAILED"
+    assert "migration failed" in answer["Reason"] and "GetSecretValue" in answer["Reason"]

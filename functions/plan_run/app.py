@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, tracer
 from traingrid.settings import Settings
-from traingrid.training import steps
+from traingrid.training import planning
 
 settings = Settings.from_env()
 
@@ -14,4 +14,4 @@ settings = Settings.from_env()
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return steps.plan(event, settings)
+    return planning.plan(event, settings)

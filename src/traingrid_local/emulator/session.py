@@ -118,7 +118,11 @@ class Emulator:
         sfn_events.enabled(False)  # what the session stops as it closes is not news
         self.stop_running_executions()
         ALARMS.clear()
-        self._mock.stop()
+        batch.FROZEN["on"] = True
+        try:
+            self._mock.stop()
+        finally:
+            batch.FROZEN["on"] = False
         clients.reset()
         traingrid.clock.now = self._saved_now
         faults.set_plan(faults.FaultPlan())

@@ -8,9 +8,12 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Each handler reads one of these models: the others are not built (defer_build) at its start.
+CONFIG = ConfigDict(frozen=True, populate_by_name=True, defer_build=True)
+
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    model_config = CONFIG
 
     data_bucket: str = Field(alias="DATA_BUCKET")
     retention_days: int = Field(default=7, ge=1, le=90, alias="RETENTION_DAYS")
@@ -27,7 +30,7 @@ class TriggerSettings(Settings):
 class DatabaseSettings(BaseModel):
     """Where the campaign database is: its secret, and what the secret may not say."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    model_config = CONFIG
 
     database_secret_arn: str = Field(alias="DATABASE_SECRET_ARN")
     database_host: str | None = Field(default=None, alias="DATABASE_HOST")
@@ -45,7 +48,7 @@ class RegistrationSettings(DatabaseSettings):
 
 
 class LaunchSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    model_config = CONFIG
 
     sagemaker_role_arn: str = Field(alias="SAGEMAKER_ROLE_ARN")
     training_image_repository: str = Field(alias="TRAINING_IMAGE_REPOSITORY")
@@ -60,7 +63,7 @@ class CompletionSettings(BaseModel):
     """Where waits for training jobs park their task tokens, and how long a wait may last
     without an event before the job is checked anyway."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    model_config = CONFIG
 
     job_tokens_table: str = Field(alias="JOB_TOKENS_TABLE")
     fallback_s: int = Field(default=2700, ge=30, le=24 * 3600,

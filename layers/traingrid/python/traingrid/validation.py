@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from traingrid.errors import RequestInvalid
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+# pydantic is imported by the models ``parse`` is given, not here: a function that only reads
+# JSON (``load_json``) does not load it.
+ModelT = TypeVar("ModelT", bound="BaseModel")
 
 # No request nests more than a few levels; a deeper document is refused before it can exhaust
 # the parser's (or the validator's) recursion.
@@ -107,6 +110,8 @@ def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool 
             [{"pointer": "", "message": f"expected a JSON object, got {type(data).__name__}"}],
             source,
         )
+    from pydantic import ValidationError  # loaded already: ``model`` is a pydantic model
+
     try:
         if strict:
             return model.model_validate_json(json.dumps(data), strict=True)

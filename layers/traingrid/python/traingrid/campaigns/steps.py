@@ -5,15 +5,17 @@ Handlers call exactly one of these; the database steps are in ``records``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traingrid import clock
 from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
-from traingrid.settings import LaunchSettings
 from traingrid.training.polling import Poll
+
+if TYPE_CHECKING:
+    from traingrid.settings import LaunchSettings
 
 
 def stage_input(job: dict[str, Any], campaign: str, buckets: dict[str, str]) -> str:

@@ -47,8 +47,8 @@ from traingrid.janitor.decide import (
 from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
 from traingrid.training import archive, outcome
+from traingrid.training.manifest import output_index
 from traingrid.training.plan import MANIFEST_NAME, archive_prefix
-from traingrid.training.steps import INDEX_MAX_BYTES
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
 # How many of the newest TrainingRun executions each pass checks for a recorded outcome.
@@ -197,14 +197,7 @@ class Sweep:
         keys = {o["key"] for o in objects}
         if prefix + MANIFEST_NAME in keys:
             return True
-        if prefix + archive.OUTPUT_INDEX not in keys:
-            return False
-        try:
-            document = s3.get_json(bucket, prefix + archive.OUTPUT_INDEX,
-                                   max_bytes=INDEX_MAX_BYTES).document
-        except ValueError:
-            return False
-        index = archive.parse_index(document)
+        index = output_index(bucket, prefix, objects)
         return index is not None and not archive.missing_outputs(index, objects, prefix)
 
     # --- what to do, and doing it ------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
@@ -22,7 +22,9 @@ from traingrid.training.catalog import (
     is_valid_capacity,
     round_up_capacity,
 )
-from traingrid.training.request import TrainingRunRequest
+
+if TYPE_CHECKING:
+    from traingrid.training.request import TrainingRunRequest
 
 GIB = 1024**3
 # Room for checkpoints, logs and Lustre metadata on top of the dataset itself.

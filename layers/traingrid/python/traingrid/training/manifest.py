@@ -1,0 +1,75 @@
+"""Verify a run's archive in S3 against the job's output index, and write its manifest (the
+WriteManifest function, in CheckArchive and after an export task). Only that function and the
+janitor load the index model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traingrid import clock
+from traingrid.aws import s3
+from traingrid.errors import ArchiveIncomplete
+from traingrid.training import archive
+from traingrid.training.plan import MANIFEST_NAME
+
+INDEX_MAX_BYTES = 8 * 1024 * 1024  # a job's output index: ~100 bytes a file
+
+
+def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
+    """Verify the archive in S3 against the job's output index and write the manifest of
+    every archived object.
+
+    Before any export task (no ``export`` in the event) an incomplete archive is an answer,
+    ``complete: false``, and the export task copies the rest; after one, it is an error and
+    nothing is deleted."""
+    plan, export, job = event["plan"], event.get("export"), event["job"]
+    bucket, prefix = plan["archive"]["bucket"], plan["archive"]["prefix"]
+    manifest_key = prefix + MANIFEST_NAME
+    objects = [o for o in s3.objects_under(bucket, prefix) if o["key"] != manifest_key]
+    index = output_index(bucket, prefix, objects)
+    missing = archive.missing_outputs(index, objects, prefix) if index else []
+    if export is None and (index is None or missing):
+        return {"complete": False, "indexed": len(index.files) if index else None,
+                "missing": len(missing)}
+    if missing:
+        raise ArchiveIncomplete(
+            f"{len(missing)} of the job's {len(index.files) if index else 0} output file(s) are "
+            f"not in s3://{bucket}/{prefix} after the export (for example {missing[0]}). "
+            "Nothing was deleted"
+        )
+    exported = int(export.get("exported", 0)) if export else 0
+    if exported and not objects:
+        raise ArchiveIncomplete(
+            f"The export reported {exported} file(s) but s3://{bucket}/{prefix} is empty. "
+            "Nothing was deleted"
+        )
+    total = sum(o["size"] for o in objects)
+    archived_by = "export task" if export else "training job"
+    uri = s3.write_json(bucket, manifest_key, {
+        "run": plan["run"],
+        "dataset": plan["dataset"]["uri"],
+        "job": {"id": job["id"], "status": job["status"]},
+        "file_system_id": event["file_system"]["id"],
+        "archived_by": archived_by,
+        "export_task_id": export["id"] if export else None,
+        "archived_at": clock.iso(clock.now()),
+        "object_count": len(objects),
+        "total_bytes": total,
+        "objects": objects,
+    })
+    return {"complete": True, "archived_by": archived_by, "manifest": uri,
+            "objects": len(objects), "bytes": total}
+
+
+def output_index(bucket: str, prefix: str, objects: list[dict[str, Any]]
+                 ) -> archive.OutputIndex | None:
+    """The job's output index among ``objects`` (a listing of ``prefix``), or None when there
+    is none or it is not one."""
+    key = prefix + archive.OUTPUT_INDEX
+    if not any(o["key"] == key for o in objects):
+        return None
+    try:
+        document = s3.get_json(bucket, key, max_bytes=INDEX_MAX_BYTES).document
+    except ValueError:
+        return None
+    return archive.parse_index(document)

@@ -1,0 +1,40 @@
+"""The TrainingRun's Plan step: validate the request, size the dataset in S3, plan the run.
+Only the Plan function loads the request models."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from traingrid import clock
+from traingrid.aws import s3
+from traingrid.errors import DatasetNotFound
+from traingrid.training.plan import DatasetSize, plan_run
+from traingrid.training.request import TrainingRunRequest, require_data_bucket
+from traingrid.validation import parse
+
+if TYPE_CHECKING:
+    from traingrid.settings import Settings
+
+
+def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
+    objects = total = 0
+    for item in s3.objects_under(bucket, prefix):
+        objects += 1
+        total += item["size"]
+    if not objects:
+        raise DatasetNotFound(
+            f"No objects under s3://{bucket}/{prefix}: upload the dataset there first."
+        )
+    return DatasetSize(objects, total)
+
+
+def plan(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    request = parse(TrainingRunRequest, event.get("request"))
+    require_data_bucket(request, settings.data_bucket)
+    return plan_run(
+        request,
+        run=event["run"],
+        execution_arn=event["execution_arn"],
+        dataset=measure_dataset(request.bucket, request.prefix),
+        now=clock.now(),
+    )

@@ -290,9 +290,10 @@ def test_the_api_is_regional_traced_logged_and_open_only_to_its_account(template
 
 
 def _resolver_routes() -> set[tuple[str, str]]:
-    settings = ApiSettings(DATA_BUCKET="b", TRAINING_RUN_STATE_MACHINE_ARN="t",
-                           CAMPAIGN_FANOUT_STATE_MACHINE_ARN="c", IDEMPOTENCY_TABLE="i",
-                           DATABASE_SECRET_ARN="s")
+    settings = ApiSettings.from_env({
+        "DATA_BUCKET": "b", "TRAINING_RUN_STATE_MACHINE_ARN": "t",
+        "CAMPAIGN_FANOUT_STATE_MACHINE_ARN": "c", "IDEMPOTENCY_TABLE": "i",
+        "DATABASE_SECRET_ARN": "s"})
     app = resolver.build(settings)
     return {(r.method, r.openapi_path) for r in app._static_routes + app._dynamic_routes}
 

@@ -20,9 +20,10 @@ from traingrid.settings import ApiSettings
 T0 = datetime(2026, 11, 21, 13, 0, tzinfo=UTC)
 ARN = ("arn:aws:states:eu-west-1:123456789012:execution:traingrid-TrainingRun:"
        "imagenet-20261121T1300-abc")
-SETTINGS = ApiSettings(DATA_BUCKET="data", TRAINING_RUN_STATE_MACHINE_ARN="arn:training",
-                       CAMPAIGN_FANOUT_STATE_MACHINE_ARN="arn:fanout", IDEMPOTENCY_TABLE="i",
-                       DATABASE_SECRET_ARN="s")
+SETTINGS = ApiSettings.from_env({
+    "DATA_BUCKET": "data", "TRAINING_RUN_STATE_MACHINE_ARN": "arn:training",
+    "CAMPAIGN_FANOUT_STATE_MACHINE_ARN": "arn:fanout", "IDEMPOTENCY_TABLE": "i",
+    "DATABASE_SECRET_ARN": "s"})
 
 
 def event(seconds: float, kind: str, **details) -> dict:

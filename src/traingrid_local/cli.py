@@ -71,13 +71,13 @@ def _print_report(result: dict[str, Any]) -> None:
                 f"{result['scenario']} · clock ×{result['clock_speed']:g}")
     table = Table(show_lines=False)
     for column in ("execution", "state machine", "status", "simulated", "transitions",
-                   "history events"):
+                   "history events", "recorded"):
         table.add_column(column)
     for e in result["executions"]:
         style = "green" if e["status"] == "SUCCEEDED" else "red"
         table.add_row(e["name"], e["state_machine"], f"[{style}]{e['status']}[/]",
                       _duration(e["simulated_seconds"]), str(e["state_transitions"]),
-                      str(e["history_events"]))
+                      str(e["history_events"]), _recorded(e))
     stdout.print(table)
     for e in result["executions"]:
         if e["error"]:
@@ -92,6 +92,14 @@ def _print_report(result: dict[str, Any]) -> None:
     expected = ", ".join(f"{machine} {status}" for machine, status in result["expected"].items())
     verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
     stdout.print(f"Expected {expected}: {verdict} ({result['wall_seconds']:.1f} s wall)")
+
+
+def _recorded(execution: dict[str, Any]) -> str:
+    """What the campaign database holds of the run: its status, and who recorded it."""
+    if execution["state_machine"] == "CampaignFanout":
+        return "by region" if execution.get("jobs") else "-"
+    record = execution.get("record")
+    return f"{record['status']} (by the {record['recorded_by']})" if record else "[red]no[/]"
 
 
 def _print_artifacts_and_resources(result: dict[str, Any]) -> None:

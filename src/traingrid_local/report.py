@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import TrainingRunRepository
 from traingrid_local import campaign_demo
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
@@ -270,6 +272,16 @@ def trigger_outcomes(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
     return outcomes
 
 
+def training_record(database_url: str, execution_arn: str) -> dict[str, Any] | None:
+    """A TrainingRun's outcome as the campaign database holds it (None: not recorded)."""
+    with transaction(database_url) as session:
+        row = TrainingRunRepository(session).get(execution_arn)
+        return None if row is None else {
+            "status": row.status, "recorded_by": row.recorded_by, "error": row.error,
+            "artifacts": row.artifacts, "manifest": row.manifest,
+            "training_s": row.training_s, "ended_at": row.ended_at.isoformat()}
+
+
 def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
           janitor_passes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     stack = deployment.stack
@@ -278,6 +290,7 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
     for entry in executions:
         if entry["state_machine"] == "TrainingRun":
             entry["cleanup"] = cleanup(emulator, history(emulator, entry["execution_arn"]))
+            entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
         if entry["state_machine"] == "CampaignFanout":
             entry["jobs"] = campaign_demo.region_jobs(deployment.database_url,
                                                        entry["execution_arn"])

@@ -8,8 +8,9 @@ from typing import Any
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
 from traingrid_local import campaign_demo
+from traingrid_local.emulator import lambda_inprocess
 from traingrid_local.emulator.deploy import Stack
-from traingrid_local.emulator.session import Emulator
+from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.environment import Deployment
 
 LIVE_JOB_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
@@ -199,13 +200,16 @@ def function_log_lines(emulator: Emulator, stack: Stack, logical_id: str
                        ) -> list[dict[str, Any]]:
     """A function's structured (JSON) log lines from its CloudWatch Logs group, oldest first."""
     logs = emulator.client("logs")
-    group = f"/aws/lambda/{stack.resources[logical_id]}"
+    group, stream = lambda_inprocess.log_location_of(ACCOUNT_ID, emulator.region,
+                                                     stack.resources[logical_id])
     try:
         events = logs.filter_log_events(logGroupName=group)["events"]
     except logs.exceptions.ResourceNotFoundException:
         return []
     lines = []
     for event in events:
+        if f"/{stream}" not in event["logStreamName"]:  # another function's, in a shared group
+            continue
         try:
             lines.append(json.loads(event["message"]))
         except ValueError:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.conftest import json_values, malformed_json, nasty_text
 from traingrid import errors
-from traingrid_local import campaign_demo
+from traingrid_local import campaign_demo, report
 from traingrid_local.environment import DEMO_BUCKET
 from traingrid_local.schedules import scheduled_event
 
@@ -100,10 +100,8 @@ def test_a_rejected_manifest_is_logged_and_counted(served_api, invoke):
     failed, outcome = invoke("StartRunFunction", s3_event(key))
     assert not failed and outcome["status"] == "rejected"
     assert {p["pointer"] for p in outcome["problems"]} == {"/nodes", "/colour"}
-    logs = served_api.emulator.client("logs")
-    group = f"/aws/lambda/{served_api.deployment.stack.resources['StartRunFunction']}"
-    lines = [e["message"] for e in logs.filter_log_events(logGroupName=group)["events"]]
-    records = [json.loads(line) for line in lines if line.startswith("{")]
+    records = report.function_log_lines(served_api.emulator, served_api.deployment.stack,
+                                        "StartRunFunction")
     assert any(r.get("message") == "manifest rejected; nothing started" and r.get("key") == key
                for r in records)
     assert any("ManifestRejected" in r for r in records)

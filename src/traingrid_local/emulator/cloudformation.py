@@ -1,6 +1,6 @@
 """Adaptation (moto 5.2.5): CloudFormation creates what our template declares, as AWS does.
 
-- ``AWS::Lambda::Function`` keeps its ``Layers`` (moto drops them);
+- ``AWS::Lambda::Function`` keeps its ``Layers`` and ``LoggingConfig`` (moto drops them);
 - ``AWS::Lambda::LayerVersion`` has a physical id, so ``Ref`` yields its ARN;
 - ``AWS::S3::Bucket`` honours ``NotificationConfiguration.EventBridgeConfiguration``;
 - ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
@@ -32,6 +32,7 @@ def _function_create(cls, resource_name: str, cloudformation_json: dict[str, Any
                                    region_name, **kwargs)
     if layers := cloudformation_json["Properties"].get("Layers"):
         fn.layers = fn._get_layers_data(layers)
+    fn.logging_config = cloudformation_json["Properties"].get("LoggingConfig") or {}
     return fn
 
 

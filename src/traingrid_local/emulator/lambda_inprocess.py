@@ -5,8 +5,8 @@ code (the function's zip, its layers on ``sys.path``), imports the ``Handler`` o
 version (a cold start, with the function's environment applied, so module-level settings are
 read as on AWS) and calls it. An exception comes back the way Lambda reports it: the
 ``X-Amz-Function-Error: Unhandled`` header and ``{"errorType", "errorMessage"}``, so Step
-Functions' Retry/Catch match our own error names. What the function logs goes to its CloudWatch
-Logs group, ``/aws/lambda/<name>``.
+Functions' Retry/Catch match our own error names. What the function logs goes where Lambda sends
+it (:func:`log_location`): the group of its ``LoggingConfig``, or ``/aws/lambda/<name>``.
 
 A function sees its own environment variables, and only the thread that runs it does:
 ``os.environ`` becomes a view (:class:`FunctionEnvironment`) that shows each invoking thread its
@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 from moto.awslambda.models import LambdaFunction
+from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.logs.models import logs_backends
 
@@ -55,6 +56,22 @@ _MODULES: dict[tuple[str, str], ModuleType] = {}
 _WORKDIR = Path(tempfile.mkdtemp(prefix="traingrid-lambda-"))
 
 
+def log_location(fn: LambdaFunction) -> tuple[str, str]:
+    """Where Lambda sends a function's logs: its ``LoggingConfig.LogGroup``, in streams named
+    ``YYYY/MM/DD/<function>[$LATEST]<id>``, or ``/aws/lambda/<function>`` with streams
+    ``YYYY/MM/DD/[$LATEST]<id>``. Returns the group and what follows the date in a stream's
+    name, before its id."""
+    custom = (getattr(fn, "logging_config", None) or {}).get("LogGroup")
+    if custom:
+        return custom, f"{fn.function_name}[$LATEST]"
+    return f"/aws/lambda/{fn.function_name}", "[$LATEST]"
+
+
+def log_location_of(account_id: str, region: str, function_name: str) -> tuple[str, str]:
+    """:func:`log_location` of a deployed function, by name."""
+    return log_location(get_backend(account_id, region).get_function(function_name))
+
+
 class InvocationContext:
     """The parts of Lambda's context object that Powertools and handlers read."""
 
@@ -64,8 +81,8 @@ class InvocationContext:
         self.invoked_function_arn = fn.function_arn
         self.memory_limit_in_mb = int(fn.memory_size)
         self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{fn.function_name}"
-        self.log_stream_name = time.strftime("%Y/%m/%d/[$LATEST]") + uuid.uuid4().hex
+        self.log_group_name, stream_prefix = log_location(fn)
+        self.log_stream_name = time.strftime("%Y/%m/%d/") + stream_prefix + uuid.uuid4().hex
         self._deadline = time.monotonic() + int(fn.timeout)
 
     def get_remaining_time_in_millis(self) -> int:

@@ -51,6 +51,11 @@ def test_happy_path_trains_archives_and_releases(run_scenario):
     assert (record["nodes"], record["mpi_gpus"], record["training_s"]) == (20, 160, 3600)
     assert record["job_id"] == execution["output"]["job_id"] and record["error"] is None
     assert record["ended_at"] > record["started_at"]
+    # Every function logs to the stack's function log group, in streams named after it.
+    streams = outcome.emulator.client("logs").describe_log_streams(
+        logGroupName="/traingrid/traingrid/functions")["logStreams"]
+    assert any(f"/{outcome.stack.resources['RecordRunFunction']}[$LATEST]" in s["logStreamName"]
+               for s in streams)
 
 
 def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):

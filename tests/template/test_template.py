@@ -372,3 +372,16 @@ def test_the_janitor_may_delete_and_stop_only_what_this_stacks_runs_tagged(trans
         (statement,) = [s for s in statements(role) if action in as_list(s["Action"])]
         condition = statement["Condition"]["StringLike"]["aws:ResourceTag/traingrid:execution"]
         assert f"${{{machine}.Name}}:*" in condition["Fn::Sub"], action
+
+
+def test_every_function_logs_to_the_stacks_encrypted_log_group(translated):
+    """Not Lambda's default /aws/lambda/<name> group, which has no retention and no stack key."""
+    resources = translated["Resources"]
+    functions = {logical_id: r["Properties"] for logical_id, r in resources.items()
+                 if r["Type"] == "AWS::Lambda::Function"}
+    assert len(functions) >= 20
+    for logical_id, properties in functions.items():
+        group = properties.get("LoggingConfig", {}).get("LogGroup", {}).get("Ref")
+        assert group == "FunctionLogGroup", logical_id
+    group = resources["FunctionLogGroup"]["Properties"]
+    assert {"KmsKeyId", "RetentionInDays"} <= set(group)

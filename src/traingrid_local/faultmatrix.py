@@ -64,6 +64,8 @@ REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
     ("campaign", "NextRegion"): (frozenset({"sagemaker-capacity"}), {}),
     ("campaign", "RecordRegionFailure"): (frozenset(), {
         "CheckRegionJob": StateFault("service-error")}),
+    ("campaign", "StopRegionJob"): (frozenset(), {
+        "CheckRegionJob": StateFault("service-error")}),
 }
 # Where the pipeline gets past a failure itself, and how the run ends then.
 RECOVERS = {

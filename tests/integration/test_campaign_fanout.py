@@ -12,7 +12,9 @@ from tests.integration.conftest import finish
 from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import CampaignRepository
+from traingrid_local import campaign_demo
 from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
+from traingrid_local.emulator.faults import StateFault
 
 pytestmark = pytest.mark.e2e
 REGIONS = set(REGION_PRICES)
@@ -88,6 +90,25 @@ def test_a_failing_region_fails_the_run_and_keeps_the_others(run_campaign):
     assert all(jobs[r]["status"] == "Completed" and jobs[r]["artifacts"]
                for r in REGIONS - {"us-west-2"})
     assert outcome.report["leaked_resources"] == []
+
+
+def test_a_job_that_cannot_be_checked_is_stopped_by_the_run_itself(emulated):
+    emulator, deployment = emulated("happy")
+    emulator.set_faults(state_faults={"CheckRegionJob": StateFault("service-error")})
+    campaign_demo.seed(deployment)
+    campaign_demo.upload_and_mark(emulator, deployment)
+
+    outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
+
+    assert outcome.execution["status"] == "FAILED"
+    for region in REGIONS:
+        (job,) = emulator.client("sagemaker", region).list_training_jobs()[
+            "TrainingJobSummaries"]
+        assert job["TrainingJobStatus"] in ("Stopping", "Stopped"), region
+    # Stopped by the run's StopRegionJob, not left for the janitor.
+    assert [a for a in outcome.report["janitor"]["actions"] if a["action"] == "stop"] == []
+    assert outcome.report["leaked_resources"] == []
+    assert missing_permissions(outcome.stack, outcome.calls) == []
 
 
 def test_a_fanout_for_an_unknown_campaign_fails_readably(emulated):

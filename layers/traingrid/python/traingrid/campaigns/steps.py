@@ -12,6 +12,7 @@ from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
+from traingrid.observability import logger
 from traingrid.training.polling import Poll
 
 if TYPE_CHECKING:
@@ -58,6 +59,19 @@ def check_region_job(event: dict[str, Any]) -> dict[str, Any]:
     job = event["job"]
     description = sagemaker.describe_training_job(job["region"], job["job_name"])
     return job | fanout.check(description, Poll.of(job.get("poll")))
+
+
+def stop_region_job(event: dict[str, Any]) -> dict[str, Any]:
+    """Stop a region's job whose checks failed: the run records the region as failed, so the
+    job must not train (and bill) on until the whole fan-out ends."""
+    job = event["job"]
+    if not job.get("job_name"):
+        return {"stopped": False, "reason": "no training job was launched"}
+    stopped = sagemaker.stop_training_job(job["region"], job["job_name"])
+    logger.warning(f"stopping {job['job_name']} in {job['region']}: its checks failed"
+                   if stopped else f"{job['job_name']} in {job['region']} had ended already",
+                   extra={"region": job["region"], "job_name": job["job_name"]})
+    return {"stopped": stopped, "reason": "its checks failed" if stopped else "it had ended"}
 
 
 def next_region(event: dict[str, Any]) -> dict[str, Any]:

@@ -65,14 +65,6 @@ def test_missing_names_the_executions_without_a_record_in_order(migrated_url):
         assert runs.missing([]) == []
 
 
-def test_recent_runs_come_newest_first(migrated_url):
-    with transaction(migrated_url) as session:
-        runs = TrainingRunRepository(session)
-        for hour, name in enumerate(["old", "new", "middle"]):
-            runs.record(outcome(name, started_at=T0 + timedelta(hours=(0, 2, 1)[hour])))
-        assert [r.name for r in runs.recent(2)] == ["new", "middle"]
-
-
 def test_a_status_step_functions_does_not_have_is_refused(migrated_url):
     with pytest.raises(IntegrityError), transaction(migrated_url) as session:
         TrainingRunRepository(session).record(outcome("resnet-1", "RUNNING"))

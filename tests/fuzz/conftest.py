@@ -15,12 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from tests.integration.conftest import serving
 from traingrid_local.client import ApiClient
-from traingrid_local.emulator import batch, sagemaker
-from traingrid_local.serve import Served, served
+from traingrid_local.serve import Served
 from traingrid_local.server import API_FUNCTION, api_routes, proxy_event
-
-SPEED = 4000.0
 
 # Any JSON value, a little of everything.
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
@@ -52,14 +50,8 @@ def any_body() -> st.SearchStrategy[bytes]:
 
 @pytest.fixture(scope="package")
 def served_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = 600
-    database = tmp_path_factory.mktemp("fuzz") / "campaigns.sqlite"
-    try:
-        with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}") as api:
-            yield api
-    finally:
-        batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+    with serving(tmp_path_factory, 600, "fuzz") as api:
+        yield api
 
 
 @pytest.fixture(scope="package")

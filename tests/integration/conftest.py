@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from traingrid_local.emulator import batch, lambda_inprocess, sagemaker
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
 from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
-from traingrid_local.serve import served
+from traingrid_local.serve import Served, served
 
 SPEED = 4000.0
 
@@ -112,18 +114,26 @@ def run_campaign(emulated):
 
 
 
-@pytest.fixture(scope="module")
-def served_api(tmp_path_factory):
-    """`traingrid serve` for a test module: the seeded emulator, the API on a free loopback
-    port; closed (server, then emulator) after the module's last test."""
+@contextmanager
+def serving(tmp_path_factory: pytest.TempPathFactory, training_seconds: int,
+            label: str) -> Iterator[Served]:
+    """`traingrid serve`: the seeded emulator, the API on a free loopback port, jobs that
+    train ``training_seconds``; closed (server, then emulator) on leaving."""
     saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = 3600
-    database = tmp_path_factory.mktemp("api") / "campaigns.sqlite"
+    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_seconds
+    database = tmp_path_factory.mktemp(label) / "campaigns.sqlite"
     try:
         with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}") as api:
             yield api
     finally:
         batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+
+
+@pytest.fixture(scope="module")
+def served_api(tmp_path_factory):
+    """The served API for a test module, closed after its last test."""
+    with serving(tmp_path_factory, 3600, "api") as api:
+        yield api
 
 
 @pytest.fixture

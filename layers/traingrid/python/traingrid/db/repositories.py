@@ -383,10 +383,3 @@ class TrainingRunRepository:
             .where(TrainingRunRecord.execution_arn.in_(list(execution_arns))))
         ) if execution_arns else set()
         return [arn for arn in execution_arns if arn not in found]
-
-    def recent(self, limit: int = 20) -> list[TrainingRunRecord]:
-        """The newest runs first."""
-        return list(self.session.scalars(
-            select(TrainingRunRecord)
-            .order_by(TrainingRunRecord.started_at.desc(), TrainingRunRecord.id.desc())
-            .limit(limit)))

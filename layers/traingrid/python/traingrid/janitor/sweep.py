@@ -46,8 +46,9 @@ from traingrid.janitor.decide import (
 )
 from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
-from traingrid.training import archive, outcome
+from traingrid.training import archive
 from traingrid.training.manifest import output_index
+from traingrid.training.outcome import as_dict, from_execution
 from traingrid.training.plan import MANIFEST_NAME, archive_prefix
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
@@ -273,7 +274,7 @@ class Sweep:
                 continue
             cause = self.outcome(arn, status, decisions, "Start the run again.")[0]
             entry = self.attempt(f"recording the outcome of {arn}", functools.partial(
-                self.record_training_run, outcome.from_execution(described, cause)))
+                self.record_training_run, from_execution(described, cause)))
             if entry:
                 logger.info("janitor: recorded a training run's outcome",
                             extra={"training_run": entry})
@@ -283,7 +284,7 @@ class Sweep:
     def record_training_run(self, record: dict[str, Any]) -> dict[str, Any] | None:
         with transaction(self.database()) as session:
             row, written = TrainingRunRepository(session).record_if_absent(record)
-            return outcome.as_dict(row) if written else None
+            return as_dict(row) if written else None
 
     def close(self, arn: str, status: str, ended_at: datetime, cause: str,
               job_cause: str) -> dict[str, Any]:

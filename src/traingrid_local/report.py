@@ -203,7 +203,9 @@ def function_log_lines(emulator: Emulator, stack: Stack, logical_id: str
     group, stream = lambda_inprocess.log_location_of(ACCOUNT_ID, emulator.region,
                                                      stack.resources[logical_id])
     try:
-        events = logs.filter_log_events(logGroupName=group)["events"]
+        # The group is shared by the stack's functions: read every page of it.
+        pages = logs.get_paginator("filter_log_events").paginate(logGroupName=group)
+        events = [event for page in pages for event in page["events"]]
     except logs.exceptions.ResourceNotFoundException:
         return []
     lines = []

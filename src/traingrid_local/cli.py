@@ -10,6 +10,7 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from traingrid.campaigns.model import RegionJobStatus
 from traingrid_local import cli_faults, cli_local, cli_runs
 from traingrid_local import demo as demo_runner
 from traingrid_local.cli_runs import one_line
@@ -61,7 +62,7 @@ def _print_jobs(execution: dict[str, Any]) -> None:
         why = job["failure_cause"] or "; ".join(
             [job["placement_reason"] or ""] + [f"moved from {m['region']}: {m['reason']}"
                                                for m in moves])
-        style = "green" if job["status"] == "Completed" else "red"
+        style = "green" if job["status"] == RegionJobStatus.COMPLETED else "red"
         table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]", why)
     stdout.print(table)
 

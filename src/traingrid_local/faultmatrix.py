@@ -32,8 +32,9 @@ from typing import Any
 
 from moto.fsx.models import fsx_backends
 
+from traingrid.campaigns.model import FINAL_JOB_STATUSES, RegionJobStatus
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import FINAL_JOB_STATUSES, RunRepository, TrainingRunRepository
+from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid_local import campaign_demo, report
 from traingrid_local.demo import settle, upload_sample_dataset
 from traingrid_local.emulator import batch, fsx, sagemaker
@@ -212,7 +213,7 @@ def _database_problems(deployment: Deployment, execution_arn: str) -> tuple[dict
             problems.append(f"the database still says {run.status}, with no end")
         if open_jobs := [r for r, s in held["jobs"].items() if s not in FINAL_JOB_STATUSES]:
             problems.append(f"region jobs without an outcome: {open_jobs}")
-        all_completed = all(s == "Completed" for s in held["jobs"].values())
+        all_completed = all(s == RegionJobStatus.COMPLETED for s in held["jobs"].values())
         if (run.status == "SUCCEEDED") != (all_completed and bool(held["jobs"])):
             problems.append(f"the run is {run.status} but its jobs are {held['jobs']}")
         if run.status == "FAILED" and not run.failure_cause:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
 from traingrid_local import campaign_demo
@@ -166,7 +167,7 @@ def live_training_jobs(emulator: Emulator, regions: list[str],
     found = []
     for region in regions:
         sagemaker = emulator.client("sagemaker", region)
-        for status in ("InProgress", "Stopping"):
+        for status in LIVE_REGION_JOB_STATUSES:
             for job in sagemaker.list_training_jobs(StatusEquals=status)["TrainingJobSummaries"]:
                 tags = _tags(sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]))
                 if not executions.running(tags):

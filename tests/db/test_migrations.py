@@ -11,13 +11,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, inspect, text
 
+from traingrid.campaigns.model import RegionJobStatus
 from traingrid.db import migrate
 from traingrid.db.engine import dispose, engine_for
 from traingrid.db.models import Base
 
 MODEL_TABLES = set(Base.metadata.tables)
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0002"
+HEAD = "0003"
 
 
 def differences(url: str) -> list:
@@ -43,7 +44,20 @@ def test_upgrade_creates_exactly_the_models(database_url):
         c.name for table in Base.metadata.tables.values() for c in table.constraints
         if isinstance(c, CheckConstraint)
     } == {"ck_campaigns_placement", "ck_campaign_runs_status", "ck_campaign_runs_placement",
-          "ck_training_runs_status"}
+          "ck_training_runs_status", "ck_region_jobs_status"}
+
+
+def test_the_region_job_status_check_is_the_enum():
+    """The migration writes the statuses out; they stay RegionJobStatus's values."""
+    from importlib import util
+
+    path = ROOT / "schema" / "migrations" / "versions" / "0003_region_job_status_check.py"
+    spec = util.spec_from_file_location("migration_0003", path)
+    assert spec and spec.loader
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(module.REGION_JOB_STATUSES) == {s.value for s in RegionJobStatus}
+
 
 
 def test_a_deploy_applies_the_newest_migration():

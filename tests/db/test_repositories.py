@@ -11,17 +11,17 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session
 
 from tests.db.seed import CAMPAIGN, P3, T0, add_dataset, add_regions, campaign_uri, hours
-from traingrid.campaigns.placement import Placement, plan_campaign
-from traingrid.db import models
+from traingrid.campaigns.model import Placement
+from traingrid.campaigns.placement import plan_campaign
 from traingrid.db.engine import engine_for, transaction
 from traingrid.db.models import Campaign, CampaignRun, Dataset, Region, RegionJob, RunStatus
 from traingrid.db.repositories import (
     CampaignRepository,
     DatasetRepository,
-    RecordNotFound,
     RegionRepository,
     RunRepository,
 )
+from traingrid.errors import RecordNotFound
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:CampaignFanout:sf-2026-11-20261101T0600"
 
@@ -40,10 +40,6 @@ def test_campaign_ensure_creates_once_with_defaults(session):
         P3, "data-local", 8.0)
     assert created.hyperparameters == {} and created.created_at.tzinfo is not None
     assert campaigns.get("nope") is None
-
-
-def test_placement_values_match_the_database_constraint():
-    assert tuple(Placement) == models.PLACEMENTS
 
 
 def test_region_upsert_updates_and_replaces_prices(session):
@@ -151,6 +147,14 @@ def start_planned_run(session: Session) -> CampaignRun:
     run = runs.start(CAMPAIGN, "sf-2026-11-20261101T0600", ARN, Placement.DATA_LOCAL, T0)
     runs.add_planned_jobs(run, plan_campaign(session, CAMPAIGN))
     return run
+
+
+def test_a_region_job_status_outside_the_enum_is_refused(session):
+    run = start_planned_run(session)
+    session.flush()
+    run.jobs[0].status = "Lost"
+    with pytest.raises(IntegrityError):
+        session.flush()
 
 
 def test_run_start_and_planned_jobs_are_idempotent(session):

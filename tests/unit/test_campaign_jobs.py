@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import parse_marker
-from traingrid.campaigns.records import fanout_name
+from traingrid.campaigns.model import RegionJobStatus
 from traingrid.campaigns.sagemaker_job import create_request, job_name, short_region
 from traingrid.errors import RequestInvalid
+from traingrid.naming import fanout_name
 from traingrid.training.polling import Poll
 
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -75,7 +76,7 @@ def test_request_runs_horovod_through_mpi_with_the_seed_options():
 def test_capacity_failures_move_on_and_other_failures_do_not():
     capacity = fanout.check({"TrainingJobStatus": "Failed", "FailureReason":
                              "CapacityError: Unable to provision requested ML compute"}, Poll())
-    assert capacity["status"] == fanout.MOVE_ON
+    assert capacity["status"] == RegionJobStatus.CAPACITY_UNAVAILABLE
     algorithm = fanout.check({"TrainingJobStatus": "Failed",
                               "FailureReason": "AlgorithmError: mpirun exited 1"}, Poll())
     assert algorithm["status"] == "Failed"

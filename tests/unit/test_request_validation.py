@@ -10,7 +10,7 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traingrid.campaigns.request import PLACEMENTS, FanoutRequest
+from traingrid.campaigns.request import FanoutRequest
 from traingrid.errors import RequestInvalid
 from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
 from traingrid.training.request import TrainingRunRequest
@@ -123,7 +123,3 @@ def test_every_problem_is_listed_at_once(body, extra, nodes):
         raise AssertionError("accepted an unknown field and nodes < 1")
 
 
-def test_placements_match_the_placement_policy():
-    from traingrid.campaigns.placement import Placement
-
-    assert tuple(p.value for p in Placement) == PLACEMENTS

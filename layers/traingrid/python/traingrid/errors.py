@@ -29,6 +29,10 @@ class NotFound(TrainGridError):
     """What the caller named does not exist (the API answers 404)."""
 
 
+class RecordNotFound(NotFound):
+    """A campaign, run or region job the caller named is not in the campaign database."""
+
+
 class RunNotFound(NotFound):
     """No TrainingRun or CampaignFanout execution has this name."""
 
@@ -43,6 +47,19 @@ class IdempotencyKeyReused(TrainGridError):
 
 class RequestInProgress(TrainGridError):
     """The first request with this Idempotency-Key has not finished yet (409; retry)."""
+
+
+class NoCapacity(TrainGridError):
+    """No region can take the job: none enabled, priced and with headroom for the fleet."""
+
+    def __init__(self, region: str, instance_type: str, instance_count: int, why: str) -> None:
+        self.region, self.instance_type, self.instance_count = region, instance_type, instance_count
+        super().__init__(
+            f"No region can train the {region} data on {instance_count} × {instance_type}: "
+            f"{why}, and no other enabled region with a price for {instance_type} has headroom "
+            f"for {instance_count}. Raise the quota or wait for capacity, or plan with fewer "
+            "instances or another instance type."
+        )
 
 
 class DatasetNotFound(TrainGridError):

@@ -55,6 +55,14 @@ def execution_name(subject: str, moment: datetime, *identity: str) -> str:
     return f"{slug(subject, MAX_SUBJECT)}-{minute}-{digest(*identity, minute)}"
 
 
+def fanout_name(campaign: str, moment: datetime, window_minutes: int,
+                source: str = "marker") -> str:
+    """``<campaign>-<yyyymmddTHHMM>-<hash>`` of the window holding ``moment``: what one source
+    (markers, the schedule) starts for a campaign within one window is one run. Sources get
+    different names, so a scheduled fan-out never collides with a marker's."""
+    return execution_name(campaign, window_start(moment, window_minutes), source, campaign)
+
+
 def prefix_of(key: str) -> str:
     """The prefix a manifest stands for: everything up to its last '/' (with the slash)."""
     return key.rpartition("/")[0] + "/" if "/" in key else ""

@@ -8,28 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from traingrid.campaigns.model import Move, PollState, RegionJob, RegionJobCheck, RegionJobStatus
 from traingrid.training.polling import Backoff, Poll
 
 SAGEMAKER_BACKOFF = Backoff(first_s=60, factor=1.5, max_s=600)
 CAPACITY_REASONS = ("CapacityError", "InsufficientCapacity", "ResourceLimitExceeded")
-MOVE_ON = "CapacityUnavailable"
 
 
 def is_capacity_problem(reason: str) -> bool:
     return reason.startswith(CAPACITY_REASONS) or any(r in reason for r in CAPACITY_REASONS)
 
 
-def check(description: dict[str, Any], poll: Poll) -> dict[str, Any]:
+def check(description: dict[str, Any], poll: Poll) -> RegionJobCheck:
     """Next state of a region's poll loop from DescribeTrainingJob."""
     status = description["TrainingJobStatus"]
     reason = description.get("FailureReason", "")
-    if status == "Failed" and is_capacity_problem(reason):
-        status = MOVE_ON
-    out: dict[str, Any] = {
-        "status": status,
-        "secondary_status": description.get("SecondaryStatus"),
-        "poll": vars(poll.advance(SAGEMAKER_BACKOFF)),
-    }
+    if status == RegionJobStatus.FAILED and is_capacity_problem(reason):
+        status = RegionJobStatus.CAPACITY_UNAVAILABLE.value
+    out = RegionJobCheck(status=status, secondary_status=description.get("SecondaryStatus"),
+                         poll=PollState(**vars(poll.advance(SAGEMAKER_BACKOFF))))
     if reason:
         out["reason"] = reason
     if artifacts := description.get("ModelArtifacts", {}).get("S3ModelArtifacts"):
@@ -37,18 +34,19 @@ def check(description: dict[str, Any], poll: Poll) -> dict[str, Any]:
     return out
 
 
-def next_region(job: dict[str, Any], reason: str) -> dict[str, Any]:
+def next_region(job: RegionJob, reason: str) -> RegionJob:
     """Move the branch to the plan's next acceptable region, or give up saying why."""
-    tried = [*job.get("tried", []), {"region": job["region"], "reason": reason}]
+    tried: list[Move] = [*job.get("tried", []), {"region": job["region"], "reason": reason}]
     remaining = [r for r in job.get("fallbacks", []) if r not in {t["region"] for t in tried}]
-    moved = dict(job, tried=tried, attempt=int(job.get("attempt", 1)) + 1)
+    moved = RegionJob(**job)
+    moved["tried"], moved["attempt"] = tried, int(job.get("attempt", 1)) + 1
     if not remaining:
         regions = ", ".join(t["region"] for t in tried)
-        moved["status"] = "Failed"
+        moved["status"] = RegionJobStatus.FAILED.value
         moved["reason"] = (f"No capacity for {job['instance_count']} × {job['instance_type']} "
                            f"in any acceptable region (tried {regions}); last: {reason}")
         return moved
     moved["region"] = remaining[0]
-    moved["status"] = "Moving"
+    moved["status"] = RegionJobStatus.MOVING.value
     moved["reason"] = f"{job['region']}: {reason}; trying {remaining[0]}"
     return moved

@@ -10,6 +10,16 @@ from traingrid import clock
 from traingrid.aws import s3, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
+from traingrid.campaigns.model import (
+    FanoutOutcome,
+    FanoutPlan,
+    RecordRegionJobEvent,
+    RegionJob,
+    RegionJobPlan,
+    RegionJobStatus,
+    RegionResult,
+    RunStatus,
+)
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.request import FanoutRequest
 from traingrid.db.engine import transaction
@@ -21,7 +31,7 @@ from traingrid.db.repositories import (
     RunRepository,
 )
 from traingrid.errors import RequestInvalid
-from traingrid.naming import execution_name, window_start
+from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, RegistrationSettings
 from traingrid.training.failures import advice, readable
@@ -35,14 +45,6 @@ def failure_cause(failure: dict[str, Any]) -> str:
     error, cause = readable(failure)
     what_to_do = advice(error, AGAIN)
     return f"{cause.rstrip('.')}. {what_to_do}" if what_to_do else cause
-
-
-def fanout_name(campaign: str, moment: datetime, window_minutes: int,
-                source: str = "marker") -> str:
-    """``<campaign>-<yyyymmddTHHMM>-<hash>`` of the window holding ``moment``: what one source
-    (markers, the schedule) starts for a campaign within one window is one run. Sources get
-    different names, so a scheduled fan-out never collides with a marker's."""
-    return execution_name(campaign, window_start(moment, window_minutes), source, campaign)
 
 
 def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
@@ -80,7 +82,7 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
 
 
 def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
-                max_concurrency: int) -> dict[str, Any]:
+                max_concurrency: int) -> FanoutPlan:
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
     the fields of a FanoutRequest)."""
@@ -100,17 +102,20 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
                    for p in plans for code in (p.region, *p.fallbacks)}
         hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
             "hyperparameters", {})
-    jobs = []
-    for plan in plans:
-        job = plan.as_dict()
-        # "reason" is the branch's latest failure from here on; the plan's is kept apart.
-        job["placement_reason"] = job.pop("reason")
-        jobs.append(job | {"hyperparameters": hyperparameters, "attempt": 1, "tried": [],
-                           "status": "PLANNED"})
+    # "reason" is the branch's latest failure from here on; the plan's is kept apart.
+    jobs = [RegionJob(
+        region=plan.region, requested_region=plan.requested_region, s3_uri=plan.s3_uri,
+        objects=plan.objects, bytes=plan.bytes, instance_type=plan.instance_type,
+        instance_count=plan.instance_count, usd_per_hour=plan.usd_per_hour,
+        transfer_gb=plan.transfer_gb, estimated_usd=plan.estimated_usd,
+        placement_reason=plan.reason, fallbacks=list(plan.fallbacks), copy_from=plan.copy_from,
+        hyperparameters=hyperparameters, attempt=1, tried=[],
+        status=RegionJobStatus.PLANNED.value,
+    ) for plan in plans]
     # Artifact buckets once for the run, not in every job: the state stays small with many
     # regions (each job may fall back to any of them).
-    return {"run": name, "placement": str(run.placement), "jobs": jobs, "buckets": buckets,
-            "max_concurrency": max_concurrency}
+    return FanoutPlan(run=name, placement=str(run.placement), jobs=jobs, buckets=buckets,
+                      max_concurrency=max_concurrency)
 
 
 def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -134,7 +139,7 @@ def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return campaign, request.plan_options()
 
 
-def _plan(session: Any, campaign_id: str, options: dict[str, Any]) -> list[Any]:
+def _plan(session: Any, campaign_id: str, options: dict[str, Any]) -> list[RegionJobPlan]:
     overrides = {k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
     if options.get("datasets", "new") == "all":
         return plan_campaign(session, campaign_id, **overrides)
@@ -150,21 +155,22 @@ def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
         return CampaignRepository(session).overview()
 
 
-def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
+def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
     """Write one region's outcome; the branch's small result for the execution's output."""
     job = event["job"]
-    status, cause = job.get("status", "Failed"), job.get("reason")
+    status, cause = job.get("status", RegionJobStatus.FAILED.value), job.get("reason")
     if "failure" in event:
-        status, cause = "Failed", failure_cause(event["failure"])
-    if status != "Completed" and not cause:
+        status, cause = RegionJobStatus.FAILED.value, failure_cause(event["failure"])
+    completed = status == RegionJobStatus.COMPLETED
+    if not completed and not cause:
         cause = f"the training job ended {status}"
-    result = {
-        "region": job["region"], "requested_region": job["requested_region"],
-        "status": status, "job_name": job.get("job_name"), "job_arn": job.get("job_arn"),
-        "artifacts": job.get("artifacts"), "placement_reason": job.get("placement_reason"),
-        "moves": [t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
-        "cause": cause if status != "Completed" else None,
-    }
+    result = RegionResult(
+        region=job["region"], requested_region=job["requested_region"],
+        status=status, job_name=job.get("job_name"), job_arn=job.get("job_arn"),
+        artifacts=job.get("artifacts"), placement_reason=job.get("placement_reason"),
+        moves=[t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
+        cause=None if completed else cause,
+    )
     with transaction(connection_url(settings)) as session:
         RunRepository(session).record_job(
             event["execution_arn"], job["requested_region"], status=status,
@@ -177,14 +183,14 @@ def record_region_job(event: dict[str, Any], settings: DatabaseSettings) -> dict
     return result
 
 
-def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
+def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOutcome:
     """The run's outcome: it fails only if a region finally failed, naming which and why.
 
     After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
     """
     state = event["state"]
     results = (state.get("plan") or {}).get("jobs") or []
-    failed = [r for r in results if r["status"] != "Completed"]
+    failed = [r for r in results if r["status"] != RegionJobStatus.COMPLETED]
     if "failure" in state:
         error, cause = readable(state["failure"])[0], failure_cause(state["failure"])
     elif failed:
@@ -195,7 +201,7 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
                  "regions' results are kept.")
     else:
         error, cause = None, None
-    status = "FAILED" if error else "SUCCEEDED"
+    status = RunStatus.FAILED if error else RunStatus.SUCCEEDED
     try:
         with transaction(connection_url(settings)) as session:
             runs = RunRepository(session)
@@ -207,7 +213,7 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> dict[str
                 runs.finish(event["execution_arn"], status, clock.now(), cause)
     except RecordNotFound:  # planning failed before it recorded the run: record it failed
         _record_unplanned(event, cause or "the fan-out failed before planning", settings)
-    return {"status": status, "error": error, "cause": cause, "jobs": results}
+    return FanoutOutcome(status=status.value, error=error, cause=cause, jobs=results)
 
 
 def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:
@@ -225,4 +231,4 @@ def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSetti
         runs = RunRepository(session)
         runs.start(campaign_id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
                    clock.parse(event.get("started_at")) or now)
-        runs.finish(arn, "FAILED", now, cause)
+        runs.finish(arn, RunStatus.FAILED, now, cause)

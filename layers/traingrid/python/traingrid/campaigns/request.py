@@ -11,11 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from traingrid.campaigns.model import PLACEMENTS
 from traingrid.training.request import RUN_NAME_PATTERN, check_run_name
 
-# The values of traingrid.campaigns.placement.Placement (a test keeps them equal): that module
-# loads SQLAlchemy, which the API does not load to validate a request.
-PLACEMENTS = ("data-local", "cheapest")
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
 HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256)]

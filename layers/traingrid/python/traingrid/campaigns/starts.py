@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
-from traingrid.campaigns.records import fanout_name
 from traingrid.campaigns.request import CAMPAIGN_ID_PATTERN, FanoutRequest
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
@@ -28,7 +27,7 @@ from traingrid.db.repositories import (
     RecordNotFound,
 )
 from traingrid.errors import RequestInvalid
-from traingrid.naming import window_start
+from traingrid.naming import fanout_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.submit import Submission, derived_name
 from traingrid.runs.view import CAMPAIGN_FANOUT

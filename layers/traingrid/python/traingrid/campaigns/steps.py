@@ -11,6 +11,7 @@ from traingrid import clock
 from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import MARKER_NAME
+from traingrid.campaigns.model import PollState, RegionJob, RegionJobEvent, RegionJobStatus
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
 from traingrid.observability import logger
 from traingrid.training.polling import Poll
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from traingrid.settings import LaunchSettings
 
 
-def stage_input(job: dict[str, Any], campaign: str, buckets: dict[str, str]) -> str:
+def stage_input(job: RegionJob, campaign: str, buckets: dict[str, str]) -> str:
     """The job's input in its own region: the data, or a copy of it when it trains elsewhere
     (in that region's artifact bucket, ``buckets`` by region)."""
     if job["region"] == job["requested_region"]:
@@ -32,8 +33,8 @@ def stage_input(job: dict[str, Any], campaign: str, buckets: dict[str, str]) -> 
     return f"s3://{bucket}/{prefix}"
 
 
-def launch_region_job(event: dict[str, Any], settings: LaunchSettings,
-                      account: str) -> dict[str, Any]:
+def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
+                      account: str) -> RegionJob:
     job, campaign, execution = event["job"], event["campaign"], event["execution_name"]
     region = job["region"]
     name = job_name(execution, region, int(job["attempt"]))
@@ -49,19 +50,24 @@ def launch_region_job(event: dict[str, Any], settings: LaunchSettings,
     try:
         arn = sagemaker.create_training_job(region, request)
     except sagemaker.CapacityUnavailable as refused:
-        return job | {"status": fanout.MOVE_ON, "reason": str(refused), "job_name": name}
-    return job | {"status": "InProgress", "job_name": name, "job_arn": arn,
-                  "s3_input": s3_input, "started_at": clock.iso(clock.now()),
-                  "poll": vars(Poll())}
+        return RegionJob(**job, status=RegionJobStatus.CAPACITY_UNAVAILABLE.value,
+                         reason=str(refused), job_name=name)
+    launched = RegionJob(**job)
+    launched.update(status=RegionJobStatus.IN_PROGRESS.value, job_name=name, job_arn=arn,
+                    s3_input=s3_input, started_at=clock.iso(clock.now()),
+                    poll=PollState(**vars(Poll())))
+    return launched
 
 
-def check_region_job(event: dict[str, Any]) -> dict[str, Any]:
+def check_region_job(event: RegionJobEvent) -> RegionJob:
     job = event["job"]
     description = sagemaker.describe_training_job(job["region"], job["job_name"])
-    return job | fanout.check(description, Poll.of(job.get("poll")))
+    checked = RegionJob(**job)
+    checked.update(fanout.check(description, Poll.of(job.get("poll"))))
+    return checked
 
 
-def stop_region_job(event: dict[str, Any]) -> dict[str, Any]:
+def stop_region_job(event: RegionJobEvent) -> dict[str, Any]:
     """Stop a region's job whose checks failed: the run records the region as failed, so the
     job must not train (and bill) on until the whole fan-out ends."""
     job = event["job"]
@@ -74,6 +80,6 @@ def stop_region_job(event: dict[str, Any]) -> dict[str, Any]:
     return {"stopped": stopped, "reason": "its checks failed" if stopped else "it had ended"}
 
 
-def next_region(event: dict[str, Any]) -> dict[str, Any]:
+def next_region(event: RegionJobEvent) -> RegionJob:
     job = event["job"]
     return fanout.next_region(job, job.get("reason", "capacity unavailable"))

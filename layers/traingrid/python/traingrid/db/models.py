@@ -28,19 +28,12 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from traingrid import clock
+from traingrid.campaigns.model import PLACEMENTS, RegionJobStatus, RunStatus
 from traingrid.db.base import Base, UtcDateTime
 
-# The values of traingrid.campaigns.placement.Placement (a test keeps them equal): that module
-# queries these models, so the enum cannot live there and be imported here.
-PLACEMENTS = ("data-local", "cheapest")
+REGION_JOB_STATUSES = tuple(status.value for status in RegionJobStatus)
 MONEY = Numeric(12, 6)
 S3_URI = String(2048)
-
-
-class RunStatus(StrEnum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
 
 
 class TrainingRunStatus(StrEnum):
@@ -156,15 +149,18 @@ class RegionJob(Base):
     """One region's job of a run: planned where its data is, possibly moved on a fallback."""
 
     __tablename__ = "region_jobs"
-    __table_args__ = (UniqueConstraint("run_id", "requested_region"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "requested_region"),
+        CheckConstraint(_one_of("status", REGION_JOB_STATUSES), name="status"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("campaign_runs.id", ondelete="CASCADE"))
     # Where the data is, and where the job trains now.
     requested_region: Mapped[str] = mapped_column(ForeignKey("regions.code"))
     region: Mapped[str] = mapped_column(ForeignKey("regions.code"))
-    # PLANNED, then SageMaker's TrainingJobStatus (InProgress, Completed, Failed, Stopped).
-    status: Mapped[str] = mapped_column(String(32), default="PLANNED")
+    # A RegionJobStatus: PLANNED, then SageMaker's TrainingJobStatus (InProgress, Completed…).
+    status: Mapped[str] = mapped_column(String(32), default=RegionJobStatus.PLANNED.value)
     job_name: Mapped[str | None] = mapped_column(String(63))
     job_arn: Mapped[str | None] = mapped_column(String(256))
     s3_input: Mapped[str] = mapped_column(S3_URI)

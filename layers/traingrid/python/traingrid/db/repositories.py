@@ -12,12 +12,13 @@ import importlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Insert, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from traingrid import clock
+from traingrid.campaigns.model import FINAL_JOB_STATUSES, RegionJobPlan, RegionJobStatus
 from traingrid.db.models import (
     Campaign,
     CampaignRun,
@@ -28,10 +29,7 @@ from traingrid.db.models import (
     RunStatus,
     TrainingRunRecord,
 )
-from traingrid.errors import NotFound
-
-if TYPE_CHECKING:
-    from traingrid.campaigns.placement import RegionJobPlan
+from traingrid.errors import RecordNotFound
 
 # What record_job may change; "attempts" replaces the list, "attempt" (separate) appends to it.
 JOB_FIELDS = frozenset({
@@ -39,12 +37,6 @@ JOB_FIELDS = frozenset({
     "artifacts", "failure_cause", "attempts",
 })
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)
-# A region job in one of these has its outcome; the others (PLANNED, InProgress …) are open.
-FINAL_JOB_STATUSES = ("Completed", "Failed", "Stopped")
-
-
-class RecordNotFound(NotFound):
-    """A campaign, run or region job the caller named is not in the database."""
 
 
 def _insert(session: Session, model: type[Any]) -> Any:
@@ -267,7 +259,8 @@ class RunRepository:
         if jobs:
             rows = [{
                 "run_id": run.id, "requested_region": plan.requested_region,
-                "region": plan.region, "status": "PLANNED", "s3_input": plan.s3_uri,
+                "region": plan.region, "status": RegionJobStatus.PLANNED.value,
+                "s3_input": plan.s3_uri,
                 "placement_reason": plan.reason, "attempts": [],
             } for plan in jobs]
             self.session.execute(_insert_ignoring_conflicts(
@@ -307,7 +300,7 @@ class RunRepository:
         flight when the execution stopped or broke off) that now has every region completed
         did what it was for: SUCCEEDED, whatever order the records came in."""
         if run.status == RunStatus.FAILED and run.jobs and all(
-                job.status == "Completed" for job in run.jobs):
+                job.status == RegionJobStatus.COMPLETED for job in run.jobs):
             run.status, run.failure_cause = RunStatus.SUCCEEDED.value, None
             self.session.flush()
 
@@ -332,11 +325,12 @@ class RunRepository:
         job completed, the run did what it was for: SUCCEEDED. Otherwise FAILED with
         ``cause``, and each job without an outcome Stopped with ``job_cause``."""
         run = self._get(execution_arn)
-        if run.jobs and all(job.status == "Completed" for job in run.jobs):
+        if run.jobs and all(job.status == RegionJobStatus.COMPLETED for job in run.jobs):
             return self.finish(execution_arn, RunStatus.SUCCEEDED, ended_at)
         for job in run.jobs:
             if job.status not in FINAL_JOB_STATUSES:
-                job.status, job.ended_at, job.failure_cause = "Stopped", ended_at, job_cause
+                job.status = RegionJobStatus.STOPPED.value
+                job.ended_at, job.failure_cause = ended_at, job_cause
         return self.finish(execution_arn, RunStatus.FAILED, ended_at, cause)
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
+from traingrid.campaigns.model import RegionJobStatus
 from traingrid.clock import iso
 
 FILE_SYSTEM = "fsx:file-system"
@@ -35,10 +37,10 @@ RETAINED_BY_JANITOR = "janitor-archive-failed"
 RUNNING = frozenset({"RUNNING", "PENDING_REDRIVE"})
 GONE = "GONE"  # DescribeExecution knows no such execution (any more)
 LIVE_BATCH_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
-BUSY_FILE_SYSTEM = frozenset({"CREATING", "UPDATING"})
-BROKEN_FILE_SYSTEM = frozenset({"FAILED", "MISCONFIGURED"})
-BUSY_EXPORT = frozenset({"PENDING", "EXECUTING", "CANCELING"})
-FAILED_EXPORT = frozenset({"FAILED", "CANCELED"})
+BUSY_FILE_SYSTEM = frozenset({FileSystemLifecycle.CREATING, FileSystemLifecycle.UPDATING})
+BROKEN_FILE_SYSTEM = frozenset({FileSystemLifecycle.FAILED, FileSystemLifecycle.MISCONFIGURED})
+BUSY_EXPORT = frozenset({TaskLifecycle.PENDING, TaskLifecycle.EXECUTING, TaskLifecycle.CANCELING})
+FAILED_EXPORT = frozenset({TaskLifecycle.FAILED, TaskLifecycle.CANCELED})
 
 
 class Action(StrEnum):
@@ -180,9 +182,9 @@ def _batch_job(job: Resource, ended: str, now: datetime, retention: timedelta) -
 
 
 def _training_job(job: Resource, ended: str, now: datetime, retention: timedelta) -> Outcome:
-    if job.status == "InProgress":
+    if job.status == RegionJobStatus.IN_PROGRESS:
         return Action.STOP, f"{ended}; nothing watches this training job any more", None
-    if job.status == "Stopping":
+    if job.status == RegionJobStatus.STOPPING:
         return Action.WAIT, f"{ended}; the training job is stopping", None
     return Action.KEEP, f"the training job has ended ({job.status})", None
 
@@ -218,7 +220,7 @@ def _outputs(fs: Resource, ended: str, now: datetime, retention: timedelta) -> O
     job_ended = max((j.stopped_at for j in ran if j.stopped_at), default=None)
     exports = sorted((e for e in fs.exports if job_ended is None or e.created_at >= job_ended),
                      key=lambda e: e.created_at)
-    if any(e.lifecycle == "SUCCEEDED" for e in exports):
+    if any(e.lifecycle == TaskLifecycle.SUCCEEDED for e in exports):
         return Action.DELETE, f"{ended}; the run's outputs were exported to S3", None
     if busy := [e for e in exports if e.lifecycle in BUSY_EXPORT]:
         return (Action.WAIT, f"{ended}; export {busy[0].id} of its outputs is "

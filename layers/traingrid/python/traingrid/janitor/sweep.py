@@ -20,6 +20,7 @@ from traingrid import clock
 from traingrid.aws import batch, fsx, s3, sagemaker, stepfunctions
 from traingrid.aws.clients import home_region
 from traingrid.aws.secrets import connection_url
+from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import RegionRepository, RunRepository, TrainingRunRepository
 from traingrid.errors import RequestInvalid, ResourceNotFound, TrainGridError
@@ -54,7 +55,6 @@ from traingrid.training.plan import MANIFEST_NAME, archive_prefix
 STATUS_CHANGE = "Step Functions Execution Status Change"
 # How many of the newest TrainingRun executions each pass checks for a recorded outcome.
 RECENT_RUNS = 100
-LIVE_TRAINING_STATUSES = ("InProgress", "Stopping")
 # One metric per resource acted on, named for what was done.
 METRICS = {
     (Action.TERMINATE, BATCH_JOB): "BatchJobsTerminated",
@@ -145,7 +145,7 @@ class Sweep:
 
     def training_jobs(self, region: str) -> list[Resource]:
         found = []
-        for status in LIVE_TRAINING_STATUSES:
+        for status in LIVE_REGION_JOB_STATUSES:
             summaries = self.attempt(f"listing {status} training jobs in {region}",
                                      lambda status=status: sagemaker.list_training_jobs(
                                          region, status), [])

@@ -8,9 +8,11 @@ woken by Batch events and measures time with Batch's own timestamps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.errors import (
     ExportFailed,
     ExportTimedOut,
@@ -29,6 +31,9 @@ class Backoff:
         return int(min(self.max_s, self.first_s * self.factor ** max(attempt - 1, 0)))
 
 
+# A file system in one of these will never hydrate.
+HYDRATE_FAILED = (FileSystemLifecycle.FAILED, FileSystemLifecycle.MISCONFIGURED,
+                  FileSystemLifecycle.DELETING)
 HYDRATE_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
 EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
 # The shortest wait between two checks of an export.
@@ -44,7 +49,7 @@ class Poll:
     wait_s: int = 0
 
     @classmethod
-    def of(cls, data: dict[str, Any] | None) -> Poll:
+    def of(cls, data: Mapping[str, Any] | None) -> Poll:
         data = data or {}
         return cls(int(data.get("attempt", 0)), int(data.get("elapsed_s", 0)),
                    int(data.get("wait_s", 0)))
@@ -63,9 +68,9 @@ def check_file_system(
 ) -> dict[str, Any]:
     """Next state of the hydrate loop from a DescribeFileSystems entry."""
     fs_id = description["FileSystemId"]
-    lifecycle = description.get("Lifecycle", "CREATING")
+    lifecycle = description.get("Lifecycle", FileSystemLifecycle.CREATING)
     poll = poll.advance(HYDRATE_BACKOFF)
-    if lifecycle == "AVAILABLE":
+    if lifecycle == FileSystemLifecycle.AVAILABLE:
         lustre = description.get("LustreConfiguration", {})
         return {
             "id": fs_id,
@@ -75,7 +80,7 @@ def check_file_system(
             "hydrate_s": poll.elapsed_s,
             "poll": asdict(poll),
         }
-    if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+    if lifecycle in HYDRATE_FAILED:
         reason = description.get("FailureDetails", {}).get("Message", "no reason given")
         raise FileSystemFailed(
             f"FSx file system {fs_id} is {lifecycle} while hydrating: {reason}. It is being "
@@ -268,7 +273,7 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
     step."""
     task_id, lifecycle = task["TaskId"], task["Lifecycle"]
     poll = poll.advance(EXPORT_BACKOFF)
-    if lifecycle == "SUCCEEDED":
+    if lifecycle == TaskLifecycle.SUCCEEDED:
         report = task.get("Status", {})
         return {
             "id": task_id,
@@ -276,7 +281,7 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
             "exported": int(report.get("SucceededCount", 0)),
             "poll": asdict(poll),
         }
-    if lifecycle in ("FAILED", "CANCELED"):
+    if lifecycle in (TaskLifecycle.FAILED, TaskLifecycle.CANCELED):
         reason = task.get("FailureDetails", {}).get("Message", "no reason given")
         raise ExportFailed(
             f"Archive export {task_id} {lifecycle}: {reason}. Nothing was deleted"

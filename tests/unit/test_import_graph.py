@@ -1,0 +1,92 @@
+"""The first-party packages import each other without cycles.
+
+Every ``import`` and ``from … import`` of a first-party module counts, at module level and
+inside functions alike: a lazy import hides a knot from the interpreter, not from the reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOTS = {
+    "traingrid": ROOT / "layers" / "traingrid" / "python" / "traingrid",
+    "traingrid_local": ROOT / "src" / "traingrid_local",
+    "traingrid_node": ROOT / "containers" / "mnp" / "traingrid_node",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, root in PACKAGE_ROOTS.items():
+        if not root.is_dir():
+            continue
+        for path in root.rglob("*.py"):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imported(module: str, path: Path, known: set[str]) -> set[str]:
+    """The first-party modules ``module`` imports (a name imported from a package counts as
+    its submodule when there is one)."""
+    is_package = path.name == "__init__.py"
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.add(submodule if submodule in known else base)
+    return {target for target in targets if target in known and target != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {module: _imported(module, path, known) for module, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a path that ends where it starts, or None."""
+    state: dict[str, str] = {}  # "open" while on the path, "done" after
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_first_party_packages_have_no_import_cycle():
+    graph = import_graph()
+    assert len(graph) > 50, "the import graph should hold every first-party module"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_a_cycle_is_found_and_named():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -1,11 +1,10 @@
 """Fixtures for the multi-node parallel (MNP) node entrypoint tests.
 
-The entrypoint is a standalone script (containers/mnp/entrypoint.py), not a package module:
-unit tests load it with importlib, process tests run it with the current interpreter.
+The entrypoint is the package ``traingrid_node`` (containers/mnp/traingrid_node): unit tests
+import it, process tests run ``python -m traingrid_node`` with the current interpreter.
 """
 
 import contextlib
-import importlib.util
 import os
 import socket
 import subprocess
@@ -13,28 +12,16 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ENTRYPOINT = Path(__file__).resolve().parents[2] / "containers" / "mnp" / "entrypoint.py"
+ENTRYPOINT = ("-m", "traingrid_node")
 
 # Ambient variables that would change the entrypoint's behaviour; removed from child envs.
 _AMBIENT_PREFIXES = ("AWS_BATCH_", "TRAINGRID_", "FSX_")
 _AMBIENT_NAMES = {"MPI_GPUS", "EXTRA_MPI_PARAMS", "NCCL_SOCKET_IFNAME"}
 
 PROCESS_TIMEOUT = 15.0
-
-
-@pytest.fixture(scope="session")
-def mnp() -> ModuleType:
-    """The entrypoint script imported as a module."""
-    spec = importlib.util.spec_from_file_location("traingrid_mnp_entrypoint", ENTRYPOINT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -109,7 +96,7 @@ class Cluster:
         log_path = self.tmp_path / f"node{index}.log"
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, str(ENTRYPOINT), *args],
+                [sys.executable, *ENTRYPOINT, *args],
                 env=self.env(index, num_nodes, env),
                 cwd=self.tmp_path,
                 stdin=subprocess.DEVNULL,
@@ -134,7 +121,7 @@ class Cluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run one node to completion and capture its output."""
         return subprocess.run(
-            [sys.executable, str(ENTRYPOINT), *args],
+            [sys.executable, *ENTRYPOINT, *args],
             env=self.env(index, num_nodes, env),
             cwd=self.tmp_path,
             stdin=subprocess.DEVNULL,

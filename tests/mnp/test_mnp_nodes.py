@@ -1,6 +1,6 @@
 """Run the MNP node entrypoint as real local processes: rendezvous on 127.0.0.1, fake launchers.
 
-Every node is ``sys.executable containers/mnp/entrypoint.py`` with AWS Batch's variables set;
+Every node is ``sys.executable -m traingrid_node`` with AWS Batch's variables set;
 the ``cluster`` fixture picks a free port and kills whatever is left at the end.
 """
 

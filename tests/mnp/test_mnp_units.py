@@ -4,9 +4,28 @@ import json
 import shlex
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from traingrid_node.config import ArchiveConfig, FsxConfig, archive_name, parse_config
+from traingrid_node.gpus import detect_gpus
+from traingrid_node.host import build_mount_command, sshd_wanted
+from traingrid_node.launch import (
+    build_mpirun_command,
+    build_torchrun_command,
+    launch_command,
+    render_hostfile,
+    write_hostfile,
+)
+from traingrid_node.outputs import archive_outputs
+from traingrid_node.rendezvous import (
+    Member,
+    decode_message,
+    encode_message,
+    parse_registration,
+    registration_message,
+    timeout_message,
+)
+from traingrid_node.status import ConfigError, ProtocolError, exit_status
 
 REFERENCE_EXTRA_MPI_PARAMS = (
     "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
@@ -34,26 +53,26 @@ def worker_env(**overrides: str) -> dict[str, str]:
 # --- host file ------------------------------------------------------------------------------
 
 
-def test_hostfile_lists_main_node_first_then_by_index(mnp: ModuleType) -> None:
+def test_hostfile_lists_main_node_first_then_by_index() -> None:
     members = [
-        mnp.Member(3, "10.0.0.13", 8),
-        mnp.Member(0, "10.0.0.10", 8),
-        mnp.Member(2, "10.0.0.12", 4),
-        mnp.Member(1, "10.0.0.11", 8),
+        Member(3, "10.0.0.13", 8),
+        Member(0, "10.0.0.10", 8),
+        Member(2, "10.0.0.12", 4),
+        Member(1, "10.0.0.11", 8),
     ]
-    assert mnp.render_hostfile(members, main_index=2) == (
+    assert render_hostfile(members, main_index=2) == (
         "10.0.0.12 slots=4\n10.0.0.10 slots=8\n10.0.0.11 slots=8\n10.0.0.13 slots=8\n"
     )
 
 
-def test_hostfile_for_local_nodes(mnp: ModuleType) -> None:
-    members = [mnp.Member(i, "127.0.0.1", 2) for i in range(2)]
-    assert mnp.render_hostfile(members, main_index=0) == "127.0.0.1 slots=2\n" * 2
+def test_hostfile_for_local_nodes() -> None:
+    members = [Member(i, "127.0.0.1", 2) for i in range(2)]
+    assert render_hostfile(members, main_index=0) == "127.0.0.1 slots=2\n" * 2
 
 
-def test_write_hostfile_creates_parent(mnp: ModuleType, tmp_path: Path) -> None:
+def test_write_hostfile_creates_parent(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "hostfile"
-    mnp.write_hostfile(path, [mnp.Member(0, "10.0.0.1", 16)], 0)
+    write_hostfile(path, [Member(0, "10.0.0.1", 16)], 0)
     assert path.read_text() == "10.0.0.1 slots=16\n"
     assert sorted(p.name for p in path.parent.iterdir()) == ["hostfile"]
 
@@ -61,8 +80,8 @@ def test_write_hostfile_creates_parent(mnp: ModuleType, tmp_path: Path) -> None:
 # --- launcher commands ----------------------------------------------------------------------
 
 
-def test_mpirun_command_matches_reference_flags(mnp: ModuleType) -> None:
-    command = mnp.build_mpirun_command(
+def test_mpirun_command_matches_reference_flags() -> None:
+    command = build_mpirun_command(
         hostfile="/tmp/hostfile",
         num_processes=16,
         nccl_socket_ifname="^lo,docker0",
@@ -107,11 +126,11 @@ def test_mpirun_command_matches_reference_flags(mnp: ModuleType) -> None:
     ]
 
 
-def test_launch_command_from_env_defaults_np_to_total_slots(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(
+def test_launch_command_from_env_defaults_np_to_total_slots() -> None:
+    cfg = parse_config(
         {**BASE_ENV, "EXTRA_MPI_PARAMS": REFERENCE_EXTRA_MPI_PARAMS, "NCCL_SOCKET_IFNAME": "eth0"}
     )
-    command = mnp.launch_command(cfg, node_rank=0, main_address="10.0.0.4", slots=8, total_slots=32)
+    command = launch_command(cfg, node_rank=0, main_address="10.0.0.4", slots=8, total_slots=32)
     assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
     assert "NCCL_SOCKET_IFNAME=eth0" in command
     assert command[-8:] == [
@@ -121,20 +140,20 @@ def test_launch_command_from_env_defaults_np_to_total_slots(mnp: ModuleType) -> 
     ]
 
 
-def test_mpi_gpus_overrides_process_count(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config({**BASE_ENV, "MPI_GPUS": "6"})
-    command = mnp.launch_command(cfg, node_rank=0, main_address="h", slots=8, total_slots=32)
+def test_mpi_gpus_overrides_process_count() -> None:
+    cfg = parse_config({**BASE_ENV, "MPI_GPUS": "6"})
+    command = launch_command(cfg, node_rank=0, main_address="h", slots=8, total_slots=32)
     assert command[2:4] == ["-np", "6"]
     assert "NCCL_SOCKET_IFNAME=^lo,docker0" in command
 
 
-def test_container_args_take_precedence_over_train_command_env(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(BASE_ENV, ["python3", "other.py"])
+def test_container_args_take_precedence_over_train_command_env() -> None:
+    cfg = parse_config(BASE_ENV, ["python3", "other.py"])
     assert cfg.train_command == ("python3", "other.py")
 
 
-def test_torchrun_command_with_script(mnp: ModuleType) -> None:
-    command = mnp.build_torchrun_command(
+def test_torchrun_command_with_script() -> None:
+    command = build_torchrun_command(
         num_nodes=4,
         nproc_per_node=8,
         node_rank=2,
@@ -155,8 +174,8 @@ def test_torchrun_command_with_script(mnp: ModuleType) -> None:
     ]
 
 
-def test_torchrun_command_runs_other_programs_without_python(mnp: ModuleType) -> None:
-    command = mnp.build_torchrun_command(
+def test_torchrun_command_runs_other_programs_without_python() -> None:
+    command = build_torchrun_command(
         num_nodes=2,
         nproc_per_node=1,
         node_rank=0,
@@ -167,10 +186,10 @@ def test_torchrun_command_runs_other_programs_without_python(mnp: ModuleType) ->
     assert command[-4:] == ["--no-python", "python", "-u", "train.py"]
 
 
-def test_torchrun_launch_command_uses_node_slots(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
+def test_torchrun_launch_command_uses_node_slots() -> None:
+    cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
     assert cfg.runs_launcher
-    command = mnp.launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
+    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
     assert command[:6] == [
         "torchrun",
         "--nnodes=4",
@@ -181,15 +200,15 @@ def test_torchrun_launch_command_uses_node_slots(mnp: ModuleType) -> None:
     ]
 
 
-def test_launch_command_override_replaces_launcher(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": 'sh -c "exit 3"'})
-    command = mnp.launch_command(cfg, node_rank=0, main_address="h", slots=1, total_slots=1)
+def test_launch_command_override_replaces_launcher() -> None:
+    cfg = parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": 'sh -c "exit 3"'})
+    command = launch_command(cfg, node_rank=0, main_address="h", slots=1, total_slots=1)
     assert command == ["sh", "-c", "exit 3"]
 
 
-def test_mount_command(mnp: ModuleType) -> None:
-    fsx = mnp.FsxConfig("fs-0123.fsx.eu-west-1.amazonaws.com", "abcdefgh", Path("/fsx"))
-    assert mnp.build_mount_command(fsx) == [
+def test_mount_command() -> None:
+    fsx = FsxConfig("fs-0123.fsx.eu-west-1.amazonaws.com", "abcdefgh", Path("/fsx"))
+    assert build_mount_command(fsx) == [
         "mount",
         "-t",
         "lustre",
@@ -203,8 +222,8 @@ def test_mount_command(mnp: ModuleType) -> None:
 # --- configuration --------------------------------------------------------------------------
 
 
-def test_parse_config_defaults(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(worker_env())
+def test_parse_config_defaults() -> None:
+    cfg = parse_config(worker_env())
     assert (cfg.node_index, cfg.num_nodes, cfg.main_index) == (1, 4, 0)
     assert cfg.main_address == "10.0.0.4"
     assert cfg.port == 29400
@@ -241,7 +260,7 @@ def test_parse_config_defaults(mnp: ModuleType) -> None:
     ],
 )
 def test_parse_config_rejects_bad_env(
-    mnp: ModuleType, env: dict[str, str | None], message: str
+    env: dict[str, str | None], message: str
 ) -> None:
     merged = worker_env()
     for key, value in env.items():
@@ -249,38 +268,38 @@ def test_parse_config_rejects_bad_env(
             merged.pop(key, None)
         else:
             merged[key] = value
-    with pytest.raises(mnp.ConfigError) as excinfo:
-        mnp.parse_config(merged)
+    with pytest.raises(ConfigError) as excinfo:
+        parse_config(merged)
     assert message in str(excinfo.value)
     assert "\n" not in str(excinfo.value)
 
 
-def test_main_node_needs_a_training_command(mnp: ModuleType) -> None:
+def test_main_node_needs_a_training_command() -> None:
     env = {k: v for k, v in BASE_ENV.items() if k != "TRAINGRID_TRAIN_COMMAND"}
-    with pytest.raises(mnp.ConfigError, match="no training command"):
-        mnp.parse_config(env)
+    with pytest.raises(ConfigError, match="no training command"):
+        parse_config(env)
     # An mpirun worker does not run the training command itself.
     worker = {k: v for k, v in worker_env().items() if k != "TRAINGRID_TRAIN_COMMAND"}
-    assert mnp.parse_config(worker).train_command == ()
+    assert parse_config(worker).train_command == ()
 
 
-def test_main_node_address_is_optional_on_main(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(BASE_ENV)
+def test_main_node_address_is_optional_on_main() -> None:
+    cfg = parse_config(BASE_ENV)
     assert cfg.is_main and cfg.main_address is None
 
 
-def test_archive_name_is_file_safe(mnp: ModuleType) -> None:
+def test_archive_name_is_file_safe() -> None:
     env = {"AWS_BATCH_JOB_ID": "0f1e2d3c-aaaa#0", "AWS_BATCH_JOB_ATTEMPT": "2"}
-    assert mnp.archive_name(env) == "traingrid-0f1e2d3c-aaaa-0-attempt2"
-    assert mnp.archive_name({}) == "traingrid-local"
+    assert archive_name(env) == "traingrid-0f1e2d3c-aaaa-0-attempt2"
+    assert archive_name({}) == "traingrid-local"
 
 
-def test_archive_outputs(mnp: ModuleType, tmp_path: Path) -> None:
+def test_archive_outputs(tmp_path: Path) -> None:
     output = tmp_path / "output"
     (output / "ckpt").mkdir(parents=True)
     (output / "ckpt" / "model.pt").write_bytes(b"weights")
-    archive = mnp.ArchiveConfig(output, tmp_path / "archive", "traingrid-job")
-    target = mnp.archive_outputs(archive)
+    archive = ArchiveConfig(output, tmp_path / "archive", "traingrid-job")
+    target = archive_outputs(archive)
     assert target == tmp_path / "archive" / "traingrid-job.tar.gz"
     with tarfile.open(target) as tar:
         assert "output/ckpt/model.pt" in tar.getnames()
@@ -289,66 +308,66 @@ def test_archive_outputs(mnp: ModuleType, tmp_path: Path) -> None:
 # --- GPU detection --------------------------------------------------------------------------
 
 
-def test_detect_gpus_counts_any_nvidia_index(mnp: ModuleType, fake_dev16: Path) -> None:
-    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi="") == (
+def test_detect_gpus_counts_any_nvidia_index(fake_dev16: Path) -> None:
+    assert detect_gpus({}, dev_dir=fake_dev16, nvidia_smi="") == (
         16,
         f"{fake_dev16}/nvidia<N>",
     )
 
 
-def test_detect_gpus_dev_dir_from_env(mnp: ModuleType, fake_dev16: Path) -> None:
+def test_detect_gpus_dev_dir_from_env(fake_dev16: Path) -> None:
     env = {"TRAINGRID_DEV_DIR": str(fake_dev16), "TRAINGRID_NVIDIA_SMI": ""}
-    assert mnp.detect_gpus(env)[0] == 16
+    assert detect_gpus(env)[0] == 16
 
 
-def test_detect_gpus_missing_dev_dir(mnp: ModuleType, tmp_path: Path) -> None:
-    assert mnp.detect_gpus({}, dev_dir=tmp_path / "absent", nvidia_smi="")[0] == 0
+def test_detect_gpus_missing_dev_dir(tmp_path: Path) -> None:
+    assert detect_gpus({}, dev_dir=tmp_path / "absent", nvidia_smi="")[0] == 0
 
 
-def test_traingrid_gpus_overrides_detection(mnp: ModuleType, fake_dev16: Path) -> None:
+def test_traingrid_gpus_overrides_detection(fake_dev16: Path) -> None:
     env = {"TRAINGRID_GPUS": "2"}
-    assert mnp.detect_gpus(env, dev_dir=fake_dev16) == (2, "TRAINGRID_GPUS")
-    with pytest.raises(mnp.ConfigError, match="TRAINGRID_GPUS must be an integer"):
-        mnp.detect_gpus({"TRAINGRID_GPUS": "two"})
+    assert detect_gpus(env, dev_dir=fake_dev16) == (2, "TRAINGRID_GPUS")
+    with pytest.raises(ConfigError, match="TRAINGRID_GPUS must be an integer"):
+        detect_gpus({"TRAINGRID_GPUS": "two"})
 
 
-def test_detect_gpus_prefers_nvidia_smi(mnp: ModuleType, fake_bin, fake_dev16: Path) -> None:
+def test_detect_gpus_prefers_nvidia_smi(fake_bin, fake_dev16: Path) -> None:
     lines = [f"GPU {i}: NVIDIA A100-SXM4-40GB (UUID: GPU-{i})" for i in range(3)]
     lines.append("  MIG 1g.5gb      Device  0: (UUID: MIG-0)")
     bin_dir = fake_bin("nvidia-smi", f"print({json.dumps(chr(10).join(lines))})\n")
     smi = str(bin_dir / "nvidia-smi")
-    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi) == (3, f"{smi} -L")
+    assert detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi) == (3, f"{smi} -L")
 
 
 def test_detect_gpus_falls_back_when_nvidia_smi_fails(
-    mnp: ModuleType, fake_bin, fake_dev16: Path
+    fake_bin, fake_dev16: Path
 ) -> None:
     bin_dir = fake_bin("nvidia-smi", "import sys\nsys.exit(9)\n")
     smi = str(bin_dir / "nvidia-smi")
-    assert mnp.detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi)[0] == 16
+    assert detect_gpus({}, dev_dir=fake_dev16, nvidia_smi=smi)[0] == 16
 
 
 # --- rendezvous protocol and exit codes -----------------------------------------------------
 
 
-def test_timeout_message_names_missing_nodes(mnp: ModuleType) -> None:
+def test_timeout_message_names_missing_nodes() -> None:
     assert (
-        mnp.timeout_message(5, [2, 3], 4)
+        timeout_message(5, [2, 3], 4)
         == "rendezvous timed out after 5s: nodes 2, 3 of 4 never joined"
     )
     assert (
-        mnp.timeout_message(1.5, [1], 2)
+        timeout_message(1.5, [1], 2)
         == "rendezvous timed out after 1.5s: node 1 of 2 never joined"
     )
 
 
-def test_registration_round_trip(mnp: ModuleType) -> None:
-    cfg = mnp.parse_config(worker_env())
-    line = mnp.encode_message(mnp.registration_message(cfg, "10.0.0.5", 8))
+def test_registration_round_trip() -> None:
+    cfg = parse_config(worker_env())
+    line = encode_message(registration_message(cfg, "10.0.0.5", 8))
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    main_cfg = mnp.parse_config(BASE_ENV)
-    member = mnp.parse_registration(mnp.decode_message(line), main_cfg, {2}, "10.9.9.9")
-    assert member == mnp.Member(1, "10.0.0.5", 8)
+    main_cfg = parse_config(BASE_ENV)
+    member = parse_registration(decode_message(line), main_cfg, {2}, "10.9.9.9")
+    assert member == Member(1, "10.0.0.5", 8)
 
 
 @pytest.mark.parametrize(
@@ -365,8 +384,8 @@ def test_registration_round_trip(mnp: ModuleType) -> None:
         ({"address": "10.0.0.5 x"}, "invalid address"),
     ],
 )
-def test_registration_is_validated(mnp: ModuleType, change: dict, message: str) -> None:
-    main_cfg = mnp.parse_config(BASE_ENV)
+def test_registration_is_validated(change: dict, message: str) -> None:
+    main_cfg = parse_config(BASE_ENV)
     registration = {
         "type": "register",
         "protocol": 1,
@@ -376,34 +395,34 @@ def test_registration_is_validated(mnp: ModuleType, change: dict, message: str) 
         "slots": 8,
     }
     registration.update(change)
-    with pytest.raises(mnp.ProtocolError, match=message):
-        mnp.parse_registration(registration, main_cfg, {2}, "10.0.0.5")
+    with pytest.raises(ProtocolError, match=message):
+        parse_registration(registration, main_cfg, {2}, "10.0.0.5")
 
 
-def test_registration_without_address_uses_peer_address(mnp: ModuleType) -> None:
-    main_cfg = mnp.parse_config(BASE_ENV)
+def test_registration_without_address_uses_peer_address() -> None:
+    main_cfg = parse_config(BASE_ENV)
     message = {"type": "register", "protocol": 1, "node_index": 3, "num_nodes": 4, "slots": 1}
-    member = mnp.parse_registration(message, main_cfg, set(), "10.0.0.7")
+    member = parse_registration(message, main_cfg, set(), "10.0.0.7")
     assert member.address == "10.0.0.7"
 
 
-def test_decode_rejects_garbage(mnp: ModuleType) -> None:
-    with pytest.raises(mnp.ProtocolError):
-        mnp.decode_message(b"not json")
-    with pytest.raises(mnp.ProtocolError):
-        mnp.decode_message(b"[1, 2]")
+def test_decode_rejects_garbage() -> None:
+    with pytest.raises(ProtocolError):
+        decode_message(b"not json")
+    with pytest.raises(ProtocolError):
+        decode_message(b"[1, 2]")
 
 
 @pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-15, 143), (-9, 137)])
-def test_exit_status_uses_128_plus_signal(mnp: ModuleType, returncode: int, status: int) -> None:
-    assert mnp.exit_status(returncode) == status
+def test_exit_status_uses_128_plus_signal(returncode: int, status: int) -> None:
+    assert exit_status(returncode) == status
 
 
-def test_sshd_only_for_multi_node_mpirun(mnp: ModuleType) -> None:
-    assert mnp.sshd_wanted(mnp.parse_config(BASE_ENV))
-    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1"}))
-    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCHER": "torchrun"}))
-    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": "true"}))
-    assert not mnp.sshd_wanted(mnp.parse_config({**BASE_ENV, "TRAINGRID_START_SSHD": "0"}))
+def test_sshd_only_for_multi_node_mpirun() -> None:
+    assert sshd_wanted(parse_config(BASE_ENV))
+    assert not sshd_wanted(parse_config({**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1"}))
+    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_LAUNCHER": "torchrun"}))
+    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": "true"}))
+    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_START_SSHD": "0"}))
     single = {**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1", "TRAINGRID_START_SSHD": "1"}
-    assert mnp.sshd_wanted(mnp.parse_config(single))
+    assert sshd_wanted(parse_config(single))

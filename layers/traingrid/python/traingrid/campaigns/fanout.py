@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traingrid.campaigns.model import Move, PollState, RegionJob, RegionJobCheck, RegionJobStatus
+from traingrid.campaigns.model import Move, RegionJob, RegionJobCheck, RegionJobStatus
 from traingrid.training.polling import Backoff, Poll
 
 SAGEMAKER_BACKOFF = Backoff(first_s=60, factor=1.5, max_s=600)
@@ -26,7 +26,7 @@ def check(description: dict[str, Any], poll: Poll) -> RegionJobCheck:
     if status == RegionJobStatus.FAILED and is_capacity_problem(reason):
         status = RegionJobStatus.CAPACITY_UNAVAILABLE.value
     out = RegionJobCheck(status=status, secondary_status=description.get("SecondaryStatus"),
-                         poll=PollState(**vars(poll.advance(SAGEMAKER_BACKOFF))))
+                         poll=poll.advance(SAGEMAKER_BACKOFF).state())
     if reason:
         out["reason"] = reason
     if artifacts := description.get("ModelArtifacts", {}).get("S3ModelArtifacts"):
@@ -38,8 +38,7 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
     """Move the branch to the plan's next acceptable region, or give up saying why."""
     tried: list[Move] = [*job.get("tried", []), {"region": job["region"], "reason": reason}]
     remaining = [r for r in job.get("fallbacks", []) if r not in {t["region"] for t in tried}]
-    moved = RegionJob(**job)
-    moved["tried"], moved["attempt"] = tried, int(job.get("attempt", 1)) + 1
+    moved: RegionJob = {**job, "tried": tried, "attempt": int(job.get("attempt", 1)) + 1}
     if not remaining:
         regions = ", ".join(t["region"] for t in tried)
         moved["status"] = RegionJobStatus.FAILED.value

@@ -1,8 +1,8 @@
 """The CampaignFanout's vocabulary: placement policies, region-job statuses, plans and the
 state its steps pass each other.
 
-Standard library only: the data layer, the request models, the steps and the janitor all use
-these names, so nothing here may import any of them.
+No SQLAlchemy, pydantic or boto3: the data layer, the request models, the steps and the janitor
+all use these names, so nothing here may import any of them.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
+
+from traingrid.training.polling import PollState
 
 
 class Placement(StrEnum):
@@ -87,14 +89,6 @@ class Move(TypedDict):
 
     region: str
     reason: str
-
-
-class PollState(TypedDict):
-    """A poll loop's progress (``training.polling.Poll`` as JSON)."""
-
-    attempt: int
-    elapsed_s: int
-    wait_s: int
 
 
 class RegionJob(TypedDict):

@@ -10,6 +10,8 @@ import hashlib
 import re
 from typing import Any
 
+from traingrid.campaigns.model import RegionJob
+
 # SageMaker: ≤ 63 characters of [a-zA-Z0-9-], starting and ending alphanumeric.
 MAX_JOB_NAME = 63
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9-]+")
@@ -50,7 +52,7 @@ def image_uri(account: str, region: str, repository: str) -> str:
     return f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}"
 
 
-def create_request(job: dict[str, Any], *, name: str, region: str, s3_input: str,
+def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
                    output_path: str, role_arn: str, image: str, tags: dict[str, str],
                    spot: bool = False) -> dict[str, Any]:
     """The CreateTrainingJob request of one region's job."""

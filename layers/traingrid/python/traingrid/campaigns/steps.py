@@ -11,7 +11,7 @@ from traingrid import clock
 from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import MARKER_NAME
-from traingrid.campaigns.model import PollState, RegionJob, RegionJobEvent, RegionJobStatus
+from traingrid.campaigns.model import RegionJob, RegionJobEvent, RegionJobStatus
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
 from traingrid.observability import logger
 from traingrid.training.polling import Poll
@@ -50,20 +50,20 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
     try:
         arn = sagemaker.create_training_job(region, request)
     except sagemaker.CapacityUnavailable as refused:
-        return RegionJob(**job, status=RegionJobStatus.CAPACITY_UNAVAILABLE.value,
-                         reason=str(refused), job_name=name)
-    launched = RegionJob(**job)
-    launched.update(status=RegionJobStatus.IN_PROGRESS.value, job_name=name, job_arn=arn,
-                    s3_input=s3_input, started_at=clock.iso(clock.now()),
-                    poll=PollState(**vars(Poll())))
+        refused_job: RegionJob = {
+            **job, "status": RegionJobStatus.CAPACITY_UNAVAILABLE.value, "reason": str(refused),
+            "job_name": name}
+        return refused_job
+    launched: RegionJob = {
+        **job, "status": RegionJobStatus.IN_PROGRESS.value, "job_name": name, "job_arn": arn,
+        "s3_input": s3_input, "started_at": clock.iso(clock.now()), "poll": Poll().state()}
     return launched
 
 
 def check_region_job(event: RegionJobEvent) -> RegionJob:
     job = event["job"]
     description = sagemaker.describe_training_job(job["region"], job["job_name"])
-    checked = RegionJob(**job)
-    checked.update(fanout.check(description, Poll.of(job.get("poll"))))
+    checked: RegionJob = {**job, **fanout.check(description, Poll.of(job.get("poll")))}
     return checked
 
 

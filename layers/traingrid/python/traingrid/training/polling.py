@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.errors import (
@@ -40,6 +40,14 @@ EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
 EXPORT_TAIL_S = 5
 
 
+class PollState(TypedDict):
+    """A poll loop's progress as JSON, in the state of an execution."""
+
+    attempt: int
+    elapsed_s: int
+    wait_s: int
+
+
 @dataclass
 class Poll:
     """Where a poll loop is: checks made, simulated seconds waited, the next wait."""
@@ -53,6 +61,9 @@ class Poll:
         data = data or {}
         return cls(int(data.get("attempt", 0)), int(data.get("elapsed_s", 0)),
                    int(data.get("wait_s", 0)))
+
+    def state(self) -> PollState:
+        return PollState(attempt=self.attempt, elapsed_s=self.elapsed_s, wait_s=self.wait_s)
 
     def advance(self, backoff: Backoff) -> Poll:
         """The state after one more check: the previous wait has passed."""

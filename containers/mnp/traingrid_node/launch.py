@@ -1,0 +1,202 @@
+"""The launcher: the MPI host file, the mpirun and torchrun command lines, and running
+the launcher with signals forwarded to its process group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+from traingrid_node.config import (
+    DEFAULT_NCCL_SOCKET_IFNAME,
+    POLL_INTERVAL,
+    TORCHRUN,
+    NodeConfig,
+)
+from traingrid_node.rendezvous import Member
+from traingrid_node.signals import SignalForwarder
+from traingrid_node.status import (
+    EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND,
+    exit_status,
+    log,
+    signal_name,
+)
+
+
+def order_members(members: Collection[Member], main_index: int) -> list[Member]:
+    """Main node first, then the others by node index."""
+    return sorted(members, key=lambda m: (m.node_index != main_index, m.node_index))
+
+
+def render_hostfile(members: Collection[Member], main_index: int) -> str:
+    return "".join(f"{m.address} slots={m.slots}\n" for m in order_members(members, main_index))
+
+
+def build_mpirun_command(
+    *,
+    hostfile: Path | str,
+    num_processes: int,
+    train_command: Sequence[str],
+    nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME,
+    extra_mpi_params: Sequence[str] = (),
+) -> list[str]:
+    return [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        str(num_processes),
+        "--hostfile",
+        str(hostfile),
+        "-bind-to",
+        "socket",
+        "-map-by",
+        "slot",
+        "-mca",
+        "pml",
+        "ob1",
+        "-mca",
+        "btl",
+        "^openib",
+        "-x",
+        f"NCCL_SOCKET_IFNAME={nccl_socket_ifname}",
+        "-x",
+        "LD_LIBRARY_PATH",
+        "-x",
+        "PATH",
+        *extra_mpi_params,
+        *train_command,
+    ]
+
+
+def build_torchrun_command(
+    *,
+    num_nodes: int,
+    nproc_per_node: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int,
+    train_command: Sequence[str],
+) -> list[str]:
+    """torchrun with a static rendezvous on the main node.
+
+    A command whose first word is a ``.py`` script is handed to torchrun as is (torchrun runs it
+    with Python); anything else (``python -u train.py``, a shell script...) runs with
+    ``--no-python``.
+    """
+    command = [
+        "torchrun",
+        f"--nnodes={num_nodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+    ]
+    if train_command and not train_command[0].endswith(".py"):
+        command.append("--no-python")
+    return [*command, *train_command]
+
+
+
+
+
+
+def run_launcher(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    interrupts: SignalForwarder,
+    kill_grace: float,
+) -> int:
+    """Run the launcher in its own process group and return its exit status."""
+    interrupts.check()
+    log(f"starting launcher: {shlex.join(command)}")
+    try:
+        proc = subprocess.Popen(list(command), env=dict(env), start_new_session=True)
+    except FileNotFoundError:
+        log(f"launcher not found: {command[0]}")
+        return EXIT_NOT_FOUND
+    except OSError as exc:
+        log(f"cannot start launcher {command[0]}: {exc}")
+        return EXIT_NOT_EXECUTABLE
+    interrupts.attach(proc)
+    try:
+        returncode = _wait_for_launcher(proc, interrupts, kill_grace)
+    finally:
+        interrupts.detach()
+    status = exit_status(returncode)
+    if returncode < 0:
+        log(f"launcher was killed by {signal_name(-returncode)} (status {status})")
+    else:
+        log(f"launcher exited with status {status}")
+    return status
+
+
+def _wait_for_launcher(
+    proc: subprocess.Popen[bytes], interrupts: SignalForwarder, kill_grace: float
+) -> int:
+    killed = False
+    while True:
+        try:
+            return proc.wait(timeout=POLL_INTERVAL * 5)
+        except subprocess.TimeoutExpired:
+            pass
+        if not killed and interrupts.kill_due(kill_grace):
+            log(f"launcher still running {kill_grace:g}s after the signal; sending SIGKILL")
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            killed = True
+
+
+
+
+def write_hostfile(path: Path, members: Collection[Member], main_index: int) -> str:
+    content = render_hostfile(members, main_index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(content)
+    tmp.replace(path)
+    return content
+
+
+
+
+def launcher_env(cfg: NodeConfig, node_rank: int, main_address: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TRAINGRID_NODE_RANK=str(node_rank),
+        TRAINGRID_NUM_NODES=str(cfg.num_nodes),
+        TRAINGRID_MAIN_ADDRESS=main_address,
+    )
+    if cfg.is_main:
+        env["TRAINGRID_HOSTFILE"] = str(cfg.hostfile)
+    return env
+
+
+def launch_command(
+    cfg: NodeConfig, *, node_rank: int, main_address: str, slots: int, total_slots: int
+) -> list[str]:
+    if cfg.launch_command:
+        return list(cfg.launch_command)
+    if cfg.launcher == TORCHRUN:
+        return build_torchrun_command(
+            num_nodes=cfg.num_nodes,
+            nproc_per_node=slots,
+            node_rank=node_rank,
+            master_addr=main_address,
+            master_port=cfg.torchrun_port,
+            train_command=cfg.train_command,
+        )
+    num_processes = cfg.mpi_gpus or total_slots
+    if num_processes > total_slots:
+        log(f"MPI_GPUS={num_processes} exceeds the {total_slots} slot(s) in the host file")
+    return build_mpirun_command(
+        hostfile=cfg.hostfile,
+        num_processes=num_processes,
+        train_command=cfg.train_command,
+        nccl_socket_ifname=cfg.nccl_socket_ifname,
+        extra_mpi_params=cfg.extra_mpi_params,
+    )

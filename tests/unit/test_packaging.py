@@ -1,0 +1,54 @@
+"""A wheel of the project holds every module of its packages, and each imports from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from tests.unit.test_import_graph import PACKAGE_ROOTS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def source_modules() -> set[str]:
+    return {f"{package}/{path.relative_to(root).as_posix()}"
+            for package, root in PACKAGE_ROOTS.items() for path in root.rglob("*.py")}
+
+
+def test_the_wheel_ships_every_module_and_each_imports_from_it(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "--wheel-dir", str(tmp_path / "dist"), str(ROOT)],
+        check=True, capture_output=True, text=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("traingrid-*.whl")
+    installed = tmp_path / "installed"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(installed)
+        shipped = {name for name in archive.namelist() if name.endswith(".py")}
+    assert source_modules() - shipped == set(), "modules missing from the wheel"
+
+    modules = sorted(name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+                     for name in shipped if not name.endswith("__main__.py"))
+    # -S: no site processing, so the editable install of the working tree is not on the path;
+    # the wheel comes first, the environment's third-party packages after it.
+    probe = (
+        "import importlib, json, sys\n"
+        f"sys.path[:0] = [{str(installed)!r}, {sysconfig.get_paths()['purelib']!r}]\n"
+        "failed = {}\n"
+        f"for name in {modules!r}:\n"
+        "    try:\n"
+        "        module = importlib.import_module(name)\n"
+        f"        assert module.__file__.startswith({str(installed)!r}), module.__file__\n"
+        "    except Exception as error:\n"
+        "        failed[name] = repr(error)\n"
+        "print(json.dumps(failed))\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True,
+                            text=True, check=True, cwd=tmp_path)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {}
+    assert len(modules) > 80

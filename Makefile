@@ -15,13 +15,14 @@ PYTEST_ARGS ?=
 # an idle worker takes tests queued for a busy one (every test stands on its own).
 PARALLEL ?= --numprocesses=auto --dist=worksteal
 
-.PHONY: help install demo test unit e2e lint template-check security-check sam-build schema bench \
-	faults clean
+.PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
+	schema bench faults clean
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
 	@echo "make test            lint, template and security checks, the whole test suite"
 	@echo "make lint            ruff"
+	@echo "make typecheck       mypy on the runtime package and the node entrypoint package"
 	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
 	@echo "make security-check  checkov on both templates (findings fixed or skipped with a reason)"
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
@@ -50,7 +51,7 @@ $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
 demo: install
 	$(BIN)/traingrid demo
 
-test: install lint template-check security-check
+test: install lint typecheck template-check security-check
 	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
 
 unit: install
@@ -61,6 +62,11 @@ e2e: install
 
 lint: install
 	$(BIN)/ruff check .
+
+# The node entrypoint ships alone in the image (standard library only): strict there.
+typecheck: install
+	$(BIN)/mypy layers/traingrid/python/traingrid
+	$(BIN)/mypy --strict containers/mnp/traingrid_node
 
 template-check: install $(SAM_VENV)/.installed
 	$(BIN)/cfn-lint template.yaml regional/template.yaml

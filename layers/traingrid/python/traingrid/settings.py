@@ -14,9 +14,10 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Self, TypeVar, dataclass_transform
 
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+_T = TypeVar("_T")
 
 
 class SettingsInvalid(ValueError):
@@ -73,7 +74,10 @@ class EnvSettings:
         return cls(**values)
 
 
-_settings = dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(env,))
+def _settings(cls: type[_T]) -> type[_T]:
+    """A frozen, keyword-only dataclass (declared so, for type checkers, by the transform)."""
+    return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
 
 @_settings

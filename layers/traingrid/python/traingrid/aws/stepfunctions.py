@@ -60,7 +60,8 @@ def describe_execution(arn: str) -> dict[str, Any]:
 
 def execution_history(arn: str, max_events: int = 5000) -> list[dict[str, Any]]:
     """The execution's events, oldest first (at most ``max_events`` of them)."""
-    sfn, events, token = client("stepfunctions"), [], None
+    sfn, token = client("stepfunctions"), None
+    events: list[dict[str, Any]] = []
     with translated("StepFunctions", "GetExecutionHistory"):
         while len(events) < max_events:
             page = sfn.get_execution_history(

@@ -98,7 +98,7 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
         plans = _plan(session, campaign_id, options)
         runs.add_planned_jobs(run, plans)
         regions = RegionRepository(session)
-        buckets = {code: regions.get(code).artifact_bucket
+        buckets = {code: regions.require(code).artifact_bucket
                    for p in plans for code in (p.region, *p.fallbacks)}
         hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
             "hyperparameters", {})
@@ -134,7 +134,7 @@ def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     except RequestInvalid as invalid:
         problems += [{"pointer": "/options" + p["pointer"], "message": p["message"]}
                      for p in invalid.problems]
-    if problems or request is None:
+    if problems or request is None or not isinstance(campaign, str):
         raise RequestInvalid(problems, "fan-out input")
     return campaign, request.plan_options()
 

@@ -7,7 +7,7 @@ Unset options come from the campaign's own record.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -60,6 +60,6 @@ class FanoutRequest(BaseModel):
             raise ValueError("must be a SageMaker instance type, like ml.p3.16xlarge")
         return value
 
-    def plan_options(self) -> dict[str, object]:
+    def plan_options(self) -> dict[str, Any]:
         """What the fan-out's planning step overrides (only what was asked for)."""
         return self.model_dump(mode="json", exclude_none=True, exclude={"name"})

@@ -123,6 +123,12 @@ class RegionRepository:
     def get(self, code: str) -> Region | None:
         return self.session.get(Region, code)
 
+    def require(self, code: str) -> Region:
+        region = self.get(code)
+        if region is None:
+            raise RecordNotFound(f"no region {code!r} in the campaign database")
+        return region
+
     def codes(self) -> list[str]:
         """Every region jobs may have trained in, enabled or not."""
         return list(self.session.scalars(select(Region.code).order_by(Region.code)))

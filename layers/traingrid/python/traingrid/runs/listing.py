@@ -64,8 +64,11 @@ def newest_first(fetch: FetchPage, keys: list[str], limit: int,
                  cursor: str | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
     """Up to ``limit`` executions of the state machines ``keys``, newest first, as
     ``(key, execution)``; and the cursor of the next page (None after the last one)."""
-    size, positions = (limit, {key: [None, 0] for key in keys}) if cursor is None \
-        else decode_cursor(cursor)
+    positions: dict[str, list[Any] | None]
+    if cursor is None:
+        size, positions = limit, {key: [None, 0] for key in keys}
+    else:
+        size, positions = decode_cursor(cursor)
     sources = []
     for key in keys:
         position = positions.get(key)

@@ -74,10 +74,10 @@ def visits(events: list[dict[str, Any]]) -> list[Visit]:
             open_visits.append(visit)
         elif kind.endswith("StateExited"):
             name = event["stateExitedEventDetails"]["name"]
-            visit = next((v for v in open_visits if v.state == name), None)
-            if visit is not None:
-                visit.exited_at = event["timestamp"]
-                open_visits.remove(visit)
+            exited = next((v for v in open_visits if v.state == name), None)
+            if exited is not None:
+                exited.exited_at = event["timestamp"]
+                open_visits.remove(exited)
         elif open_visits and kind.startswith("Execution"):
             continue  # the execution's own end is not a state's failure
         elif open_visits and kind.endswith(FAILURE_EVENTS):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from traingrid.clock import iso
+from traingrid.clock import iso, parse_iso
 from traingrid_local.cron import last_due
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
@@ -63,8 +63,7 @@ def fire(emulator: Emulator, stack: Stack, name: str,
     described = emulator.client("events").describe_rule(Name=rule)
     schedule = described["ScheduleExpression"]
     if at is None:
-        at = last_due(schedule, datetime.fromisoformat(emulator.now_iso().replace("Z",
-                                                                                  "+00:00")))
+        at = last_due(schedule, parse_iso(emulator.now_iso()))
     response = emulator.client("lambda").invoke(
         FunctionName=stack.resources[job.function],
         Payload=json.dumps(scheduled_event(described["Arn"], at, emulator.region)).encode())

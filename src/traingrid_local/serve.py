@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from traingrid.clock import parse_iso
 from traingrid_local import campaign_demo, schedules
 from traingrid_local.demo import upload_sample_dataset
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
@@ -44,7 +44,7 @@ class Served:
             return 400, {"message": f"no scheduled job {', '.join(unknown)}; there are "
                                     f"{', '.join(schedules.SCHEDULED_JOBS)}"}
         try:
-            at = _utc(request["at"]) if request.get("at") else None
+            at = parse_iso(request["at"], assume_utc=True) if request.get("at") else None
         except (ValueError, AttributeError, TypeError):
             return 400, {"message": f"at: {request.get('at')!r} is not an ISO 8601 time"}
         fired = {}
@@ -54,11 +54,6 @@ class Served:
             except schedules.JobFailed as error:
                 return 500, {"message": str(error), "fired": fired}
         return 200, {"fired": fired}
-
-
-def _utc(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def seed(emulator: Emulator, deployment: Deployment) -> None:

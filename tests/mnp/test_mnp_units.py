@@ -426,3 +426,11 @@ def test_sshd_only_for_multi_node_mpirun() -> None:
     assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_START_SSHD": "0"}))
     single = {**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1", "TRAINGRID_START_SSHD": "1"}
     assert sshd_wanted(parse_config(single))
+
+
+def test_the_node_writes_the_output_index_the_archive_check_reads() -> None:
+    from traingrid_node import config
+
+    from traingrid.training import archive
+
+    assert config.OUTPUT_INDEX == archive.OUTPUT_INDEX

@@ -32,6 +32,7 @@ DEFAULT_DEV_DIR = "/dev"
 DEFAULT_EXPORT_TIMEOUT = 900.0
 EXPORT_POLL_INTERVAL = 1.0
 EXPORT_BATCH = 200  # files per lfs command line
+# The output index the archive check reads (traingrid.training.archive.OUTPUT_INDEX, tested).
 OUTPUT_INDEX = "outputs.json"
 
 PROTOCOL_VERSION = 1

@@ -14,12 +14,12 @@ from typing import Any
 
 from moto.fsx.models import fsx_backends
 
+from traingrid.training.archive import OUTPUT_INDEX
 from traingrid_local.emulator import faults, fsx
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
 CHECKPOINT_SHARDS = 8
-OUTPUT_INDEX = "outputs.json"  # as the entrypoint writes it
 
 
 def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:

@@ -13,9 +13,20 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_iso(text: str, *, assume_utc: bool = False) -> datetime:
+    """An ISO 8601 time as AWS and TrainGrid write it (``2026-11-21T12:24:00Z`` or with an
+    offset). A time without a zone is UTC if ``assume_utc``, else a ValueError."""
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        if not assume_utc:
+            raise ValueError(f"{text!r} has no time zone")
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
 def parse(text: str | None) -> datetime | None:
-    """An ISO 8601 time as Step Functions and TrainGrid write it (``…Z`` or an offset)."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    """An optional time of TrainGrid's own state (``started_at``…): None when absent."""
+    return parse_iso(text, assume_utc=True) if text else None
 
 
 def service_now() -> datetime:

@@ -88,18 +88,15 @@ class ScheduledEvent(BaseModel):
     @classmethod
     def _aware_iso_time(cls, value: str) -> str:
         try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if moment.tzinfo is not None:
-                moment.astimezone(UTC)
+            clock.parse_iso(value).astimezone(UTC)
         except (ValueError, OverflowError):
-            moment = None
-        if moment is None or moment.tzinfo is None:
-            raise ValueError("must be an ISO 8601 time with its zone, like 2026-11-22T02:00:00Z")
+            raise ValueError("must be an ISO 8601 time with its zone, like "
+                             "2026-11-22T02:00:00Z") from None
         return value
 
     @property
     def scheduled_at(self) -> datetime:
-        return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
+        return clock.parse_iso(self.time)
 
 
 def retrain_on_schedule(event: Any, settings: RetrainSettings) -> dict[str, Any]:

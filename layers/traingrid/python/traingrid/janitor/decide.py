@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.campaigns.model import RegionJobStatus
-from traingrid.clock import iso
+from traingrid.clock import iso, parse_iso
 
 FILE_SYSTEM = "fsx:file-system"
 BATCH_JOB = "batch:job"
@@ -135,14 +135,6 @@ def execution_name(execution_arn: str) -> str:
     return execution_arn.rsplit(":", 1)[-1]
 
 
-def parse_time(text: str) -> datetime:
-    """An ISO 8601 UTC time as TrainGrid tags write it (``2026-11-21T12:24:00Z``)."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return moment
-
-
 def decide(resources: Iterable[Resource], statuses: Mapping[str, str],
            now: datetime, retention: timedelta,
            state_machine_arns: Collection[str]) -> list[Decision]:
@@ -235,7 +227,7 @@ def _outputs(fs: Resource, ended: str, now: datetime, retention: timedelta) -> O
 def _retained(fs: Resource, now: datetime) -> Outcome:
     expires = fs.tags.get(EXPIRES_TAG)
     try:
-        expiry = parse_time(expires or "")
+        expiry = parse_iso(expires or "")
     except ValueError:
         return (Action.KEEP, f"it is kept ({fs.tags[RETAINED_TAG]}) and its {EXPIRES_TAG} tag "
                              f"({expires!r}) is not a time: delete it by hand once its data is "

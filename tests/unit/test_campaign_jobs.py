@@ -15,7 +15,7 @@ from traingrid.campaigns.model import RegionJobStatus
 from traingrid.campaigns.sagemaker_job import create_request, job_name, short_region
 from traingrid.errors import RequestInvalid
 from traingrid.naming import fanout_name
-from traingrid.training.polling import Poll
+from traingrid.training.waits import Poll
 
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-2",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from traingrid.campaigns.model import Move, RegionJob, RegionJobCheck, RegionJobStatus
-from traingrid.training.polling import Backoff, Poll
+from traingrid.training.waits import Backoff, Poll
 
 SAGEMAKER_BACKOFF = Backoff(first_s=60, factor=1.5, max_s=600)
 CAPACITY_REASONS = ("CapacityError", "InsufficientCapacity", "ResourceLimitExceeded")

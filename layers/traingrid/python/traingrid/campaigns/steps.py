@@ -14,7 +14,7 @@ from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.model import RegionJob, RegionJobEvent, RegionJobStatus
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
 from traingrid.observability import logger
-from traingrid.training.polling import Poll
+from traingrid.training.waits import Poll
 
 if TYPE_CHECKING:
     from traingrid.settings import LaunchSettings

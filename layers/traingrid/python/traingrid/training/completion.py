@@ -19,7 +19,7 @@ from traingrid.aws import batch, stepfunctions, task_tokens
 from traingrid.aws.task_tokens import ParkedWait
 from traingrid.observability import logger, metrics
 from traingrid.settings import CompletionSettings
-from traingrid.training import polling
+from traingrid.training import waits
 
 
 def await_job(event: dict[str, Any], settings: CompletionSettings) -> dict[str, Any]:
@@ -46,16 +46,16 @@ def job_changed(job_id: str, status: str, settings: CompletionSettings) -> dict[
 
 
 def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, Any]:
-    state = polling.JobState.of(wait.context["job"])
+    state = waits.JobState.of(wait.context["job"])
     plan_job, limits = wait.context["plan_job"], wait.context["limits"]
     current_wait_s = state.wait_s
     description = batch.describe_job(state.id)
     now_ms = int(clock.now().timestamp() * 1000)
-    terminate = polling.check_training_job(state, description, plan_job, limits, now_ms)
+    terminate = waits.check_training_job(state, description, plan_job, limits, now_ms)
     if terminate:
         batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
         state.terminated = True
-    state.wait_s = polling.next_wait(state, limits, settings.fallback_s)
+    state.wait_s = waits.next_wait(state, limits, settings.fallback_s)
     if not (state.done or terminate or state.wait_s != current_wait_s):
         return {"outcome": "waiting", "job": state.as_output()}
     completed = stepfunctions.complete_task(wait.token, state.as_output())

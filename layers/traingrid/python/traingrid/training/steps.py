@@ -1,4 +1,4 @@
-"""The TrainingRun state machine's Lambda steps between Plan (``planning``) and the manifest
+"""The TrainingRun state machine's Lambda steps between Plan (``plan_step``) and the manifest
 (``manifest``): read from AWS, decide with pure domain code, act. Handlers call exactly one of
 these."""
 
@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from traingrid import clock
 from traingrid.aws import fsx
-from traingrid.training import polling
+from traingrid.training import waits
 
 if TYPE_CHECKING:
     from traingrid.settings import Settings
 
 def check_file_system(event: dict[str, Any]) -> dict[str, Any]:
     state = event["file_system"]
-    result = polling.check_file_system(
-        fsx.describe_file_system(state["id"]), polling.Poll.of(state.get("poll")),
+    result = waits.check_file_system(
+        fsx.describe_file_system(state["id"]), waits.Poll.of(state.get("poll")),
         int(event["limit_s"]),
     )
     return {"arn": state.get("arn", "")} | result
@@ -35,8 +35,8 @@ def artifacts_location(plan: dict[str, Any], file_system: dict[str, Any]) -> str
 
 def check_export(event: dict[str, Any]) -> dict[str, Any]:
     state, plan = event["export"], event["plan"]
-    return polling.check_export(
-        fsx.describe_export_task(state["id"]), polling.Poll.of(state.get("poll")),
+    return waits.check_export(
+        fsx.describe_export_task(state["id"]), waits.Poll.of(state.get("poll")),
         int(plan["limits"]["archive_s"]), clock.now().timestamp(),
     )
 

@@ -5,30 +5,30 @@ from __future__ import annotations
 import pytest
 
 from traingrid.errors import ExportFailed, ExportTimedOut, FileSystemFailed, HydrateTimedOut
-from traingrid.training import polling
-from traingrid.training.polling import JobState, Poll
+from traingrid.training import waits
+from traingrid.training.waits import JobState, Poll
 
 PLAN_JOB = {"nodes": 20, "instance_type": "p3.16xlarge", "vcpus": 64}
 LIMITS = {"hydrate_s": 3600, "runnable_s": 1800, "training_s": 7200, "archive_s": 3600}
 
 
 def test_backoff_grows_to_its_cap():
-    waits = [polling.HYDRATE_BACKOFF.wait_after(n) for n in range(1, 12)]
-    assert waits[0] == 30
-    assert waits == sorted(waits)
-    assert waits[-1] == polling.HYDRATE_BACKOFF.max_s
+    backoff_waits = [waits.HYDRATE_BACKOFF.wait_after(n) for n in range(1, 12)]
+    assert backoff_waits[0] == 30
+    assert backoff_waits == sorted(backoff_waits)
+    assert backoff_waits[-1] == waits.HYDRATE_BACKOFF.max_s
 
 
 def test_poll_counts_the_waits_it_made():
     poll = Poll()
     for _ in range(3):
-        poll = poll.advance(polling.HYDRATE_BACKOFF)
+        poll = poll.advance(waits.HYDRATE_BACKOFF)
     assert poll.attempt == 3
     assert poll.elapsed_s == 30 + 45
 
 
 def test_available_file_system_reports_its_mount():
-    result = polling.check_file_system(
+    result = waits.check_file_system(
         {"FileSystemId": "fs-1", "Lifecycle": "AVAILABLE", "DNSName": "fs-1.fsx",
          "LustreConfiguration": {"MountName": "abcd1234"}}, Poll(), 3600)
     assert (result["lifecycle"], result["dns_name"], result["mount_name"]) == (
@@ -37,7 +37,7 @@ def test_available_file_system_reports_its_mount():
 
 def test_failed_file_system_says_why_and_what_to_do():
     with pytest.raises(FileSystemFailed, match="access denied.*submit the run again"):
-        polling.check_file_system(
+        waits.check_file_system(
             {"FileSystemId": "fs-1", "Lifecycle": "FAILED",
              "FailureDetails": {"Message": "access denied"}}, Poll(), 3600)
 
@@ -45,7 +45,7 @@ def test_failed_file_system_says_why_and_what_to_do():
 def test_hydrate_is_bounded():
     poll = Poll(attempt=40, elapsed_s=3500, wait_s=300)
     with pytest.raises(HydrateTimedOut, match="timeouts.hydrate_minutes = 60"):
-        polling.check_file_system({"FileSystemId": "fs-1", "Lifecycle": "CREATING"}, poll, 3600)
+        waits.check_file_system({"FileSystemId": "fs-1", "Lifecycle": "CREATING"}, poll, 3600)
 
 
 def job(**fields) -> JobState:
@@ -58,7 +58,7 @@ CREATED = 1_700_000_000_000  # ms, as Batch stamps createdAt
 
 def check(state: JobState, status: str, now_min: float, **description) -> bool:
     """Check the job ``now_min`` minutes after it was created."""
-    return polling.check_training_job(
+    return waits.check_training_job(
         state, {"status": status, "createdAt": CREATED, **description}, PLAN_JOB, LIMITS,
         CREATED + int(now_min * MINUTE_MS))
 
@@ -107,7 +107,7 @@ def test_failed_job_cause_names_node_exit_code_and_logs():
         "attempts": [{"container": {"exitCode": 3, "logStreamName": "jd/default/x"}}],
     }
     state = job()
-    assert not polling.check_training_job(state, description, PLAN_JOB, LIMITS, 2)
+    assert not waits.check_training_job(state, description, PLAN_JOB, LIMITS, 2)
     assert state.error == "TrainingJobFailed" and state.started and state.done
     assert "main node 0 exited with code 3" in state.cause
     assert "jd/default/x" in state.cause
@@ -115,7 +115,7 @@ def test_failed_job_cause_names_node_exit_code_and_logs():
 
 def test_succeeded_job_is_done_without_error():
     state = job()
-    assert not polling.check_training_job(
+    assert not waits.check_training_job(
         state, {"status": "SUCCEEDED", "startedAt": 1}, PLAN_JOB, LIMITS, 2)
     assert state.as_output()["done"] and state.error is None and state.started
 
@@ -124,23 +124,23 @@ def test_succeeded_job_is_done_without_error():
     # In the queue with the whole runnable limit ahead: the fallback timeout.
     (job(status="RUNNABLE", waiting_s=0), 900),
     # The runnable limit comes before the fallback: wake just after it.
-    (job(status="RUNNABLE", waiting_s=1200), 600 + polling.LIMIT_MARGIN_S),
+    (job(status="RUNNABLE", waiting_s=1200), 600 + waits.LIMIT_MARGIN_S),
     # Training far from its limit: the fallback; near it: just after it.
     (job(status="RUNNING", running_s=600), 900),
-    (job(status="RUNNING", running_s=7000), 200 + polling.LIMIT_MARGIN_S),
+    (job(status="RUNNING", running_s=7000), 200 + waits.LIMIT_MARGIN_S),
     # Past a limit already (about to be terminated): never shorter than a minute.
-    (job(status="RUNNING", running_s=9000), polling.MIN_WAIT_S),
+    (job(status="RUNNING", running_s=9000), waits.MIN_WAIT_S),
     # Terminated: FAILED is reported within minutes.
-    (job(status="RUNNING", terminated=True), polling.AFTER_TERMINATE_WAIT_S),
+    (job(status="RUNNING", terminated=True), waits.AFTER_TERMINATE_WAIT_S),
 ])
 def test_the_next_wait_is_the_fallback_or_until_just_past_the_next_limit(state, expected_s):
-    assert polling.next_wait(state, LIMITS, fallback_s=900) == expected_s
+    assert waits.next_wait(state, LIMITS, fallback_s=900) == expected_s
 
 
 def test_a_fallback_as_long_as_the_limit_still_wakes_past_the_limit():
     state = job(status="RUNNABLE", waiting_s=0)
-    wait = polling.next_wait(state, LIMITS, fallback_s=LIMITS["runnable_s"])
-    assert wait == LIMITS["runnable_s"] + polling.LIMIT_MARGIN_S
+    wait = waits.next_wait(state, LIMITS, fallback_s=LIMITS["runnable_s"])
+    assert wait == LIMITS["runnable_s"] + waits.LIMIT_MARGIN_S
     assert check(state, "RUNNABLE", wait / 60)  # the check at the timeout terminates it
 
 
@@ -148,31 +148,31 @@ def test_export_check_is_timed_for_the_predicted_end():
     # Half the files in 100 s: the other half takes about 100 s more.
     task = {"TaskId": "t", "Lifecycle": "EXECUTING", "StartTime": 1000.0,
             "Status": {"TotalCount": 10, "SucceededCount": 5, "LastUpdatedTime": 1100.0}}
-    assert polling.export_remaining_s(task, now_s=1110.0) == pytest.approx(90.0)
+    assert waits.export_remaining_s(task, now_s=1110.0) == pytest.approx(90.0)
     poll = Poll(attempt=3, elapsed_s=60, wait_s=34)
-    sooner = polling.check_export(task, poll, 3600, now_s=1190.0)
+    sooner = waits.check_export(task, poll, 3600, now_s=1190.0)
     assert sooner["poll"]["wait_s"] == 11  # 10 s to the predicted end, plus one
-    just_due = polling.check_export(task, poll, 3600, now_s=1202.0)
-    assert just_due["poll"]["wait_s"] == polling.EXPORT_TAIL_S
+    just_due = waits.check_export(task, poll, 3600, now_s=1202.0)
+    assert just_due["poll"]["wait_s"] == waits.EXPORT_TAIL_S
     # Long past the prediction: wait half as long again as it is overdue.
-    overdue = polling.check_export(task, poll, 3600, now_s=1240.0)
+    overdue = waits.check_export(task, poll, 3600, now_s=1240.0)
     assert overdue["poll"]["wait_s"] == 20
     # Far from the end, or without progress: the backoff step.
-    far = polling.check_export(task | {"Status": {"TotalCount": 10, "SucceededCount": 1,
+    far = waits.check_export(task | {"Status": {"TotalCount": 10, "SucceededCount": 1,
                                                   "LastUpdatedTime": 1100.0}},
                                poll, 3600, now_s=1100.0)
-    assert far["poll"]["wait_s"] == polling.EXPORT_BACKOFF.wait_after(4)
-    pending = polling.check_export({"TaskId": "t", "Lifecycle": "PENDING"}, poll, 3600, 1100.0)
-    assert pending["poll"]["wait_s"] == polling.EXPORT_BACKOFF.wait_after(4)
+    assert far["poll"]["wait_s"] == waits.EXPORT_BACKOFF.wait_after(4)
+    pending = waits.check_export({"TaskId": "t", "Lifecycle": "PENDING"}, poll, 3600, 1100.0)
+    assert pending["poll"]["wait_s"] == waits.EXPORT_BACKOFF.wait_after(4)
 
 
 def test_export_outcomes():
-    done = polling.check_export({"TaskId": "t", "Lifecycle": "SUCCEEDED",
+    done = waits.check_export({"TaskId": "t", "Lifecycle": "SUCCEEDED",
                                  "Status": {"SucceededCount": 4}}, Poll(), 3600)
     assert done["exported"] == 4
     with pytest.raises(ExportFailed, match="AccessDenied. Nothing was deleted"):
-        polling.check_export({"TaskId": "t", "Lifecycle": "FAILED",
+        waits.check_export({"TaskId": "t", "Lifecycle": "FAILED",
                               "FailureDetails": {"Message": "AccessDenied"}}, Poll(), 3600)
     with pytest.raises(ExportTimedOut):
-        polling.check_export({"TaskId": "t", "Lifecycle": "EXECUTING"},
+        waits.check_export({"TaskId": "t", "Lifecycle": "EXECUTING"},
                              Poll(attempt=50, elapsed_s=3590, wait_s=120), 3600)

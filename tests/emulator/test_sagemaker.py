@@ -45,11 +45,6 @@ def _client(emulator: Emulator, service: str, region: str | None = None) -> Any:
     return clients[service, region]
 
 
-@pytest.fixture(autouse=True)
-def _adapted() -> None:
-    sagemaker.apply()  # idempotent; the emulator session may already have applied it
-
-
 @pytest.fixture
 def short_training(monkeypatch: pytest.MonkeyPatch) -> float:
     monkeypatch.setattr(sagemaker, "TRAINING_SECONDS", 300)

@@ -37,6 +37,7 @@ from moto.moto_api._internal.managed_state_model import ManagedState
 from traingrid_local.emulator import events, faults, workload
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 # Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
 QUEUE_TIMELINE = (("SUBMITTED", 5), ("PENDING", 10), ("RUNNABLE", 120), ("STARTING", 180))
@@ -228,8 +229,6 @@ def training_seconds(environment: dict[str, str]) -> float:
 
 # --- moto hooks -------------------------------------------------------------------------
 
-_original_submit = BatchResponse.submitjob
-_original_describe = Job.describe
 
 
 def _register_without_finishing(self: BatchSimpleBackend, include_start_attempt: bool,
@@ -237,34 +236,39 @@ def _register_without_finishing(self: BatchSimpleBackend, include_start_attempt:
     self.backend._jobs[job.job_id] = job
 
 
-def _submitjob(self: BatchResponse) -> str:
-    result = _original_submit(self)
-    job = self.batch_backend.get_job_by_id(json.loads(result)["jobId"])
-    overrides = self._get_param("nodeOverrides") or {}
-    environment = _job_environment(job.job_definition, overrides)
-    node_properties = job.job_definition.node_properties or {}
-    job.simulated = SimulatedJob(
-        submitted_at=CLOCK.now(),
-        environment=environment,
-        num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
-        instance_type=_instance_type(overrides),
-        stuck=faults.CURRENT.on("stuck-runnable"),
-        fails=faults.CURRENT.on("batch-job-failed"),
-        lost=faults.CURRENT.on("node-lost"),
-        training_seconds=training_seconds(environment),
-    )
-    _announce_changes(job)
-    return result
+def _submitjob(previous: Any) -> Any:
+    def submitjob(self: BatchResponse) -> str:
+        result = previous(self)
+        job = self.batch_backend.get_job_by_id(json.loads(result)["jobId"])
+        overrides = self._get_param("nodeOverrides") or {}
+        environment = _job_environment(job.job_definition, overrides)
+        node_properties = job.job_definition.node_properties or {}
+        job.simulated = SimulatedJob(
+            submitted_at=CLOCK.now(),
+            environment=environment,
+            num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
+            instance_type=_instance_type(overrides),
+            stuck=faults.CURRENT.on("stuck-runnable"),
+            fails=faults.CURRENT.on("batch-job-failed"),
+            lost=faults.CURRENT.on("node-lost"),
+            training_seconds=training_seconds(environment),
+        )
+        _announce_changes(job)
+        return result
+
+    return submitjob
 
 
-_original_terminate = BatchBackend.terminate_job
 
 
-def _terminate_job(self: BatchBackend, job_id: str, reason: str) -> None:
-    _original_terminate(self, job_id, reason)
-    job = self._jobs.get(job_id)
-    if job is not None and "simulated" in job.__dict__:
-        ALARMS.at(CLOCK.now(), lambda: announce(job))
+def _terminate_job(previous: Any) -> Any:
+    def terminate_job(self: BatchBackend, job_id: str, reason: str) -> None:
+        previous(self, job_id, reason)
+        job = self._jobs.get(job_id)
+        if job is not None and "simulated" in job.__dict__:
+            ALARMS.at(CLOCK.now(), lambda: announce(job))
+
+    return terminate_job
 
 
 # While a session closes, moto's reset reads every job's status: a job must not advance then
@@ -285,10 +289,13 @@ def _set_status(self: Job, value: str) -> None:
     self._status = value
 
 
-def _describe(self: Job) -> dict[str, Any]:
-    base = _original_describe(self)
-    simulated = self.__dict__.get("simulated")
-    return base if simulated is None else simulated.describe(self, base)
+def _describe(previous: Any) -> Any:
+    def describe(self: Job) -> dict[str, Any]:
+        base = previous(self)
+        simulated = self.__dict__.get("simulated")
+        return base if simulated is None else simulated.describe(self, base)
+
+    return describe
 
 
 def node_description(parent: dict[str, Any], index: int) -> dict[str, Any]:
@@ -302,32 +309,36 @@ def node_description(parent: dict[str, Any], index: int) -> dict[str, Any]:
     return out
 
 
-_original_describe_jobs = BatchBackend.describe_jobs
 
 
-def _describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
-    wanted = list(jobs or [])
-    parents = [j for j in wanted if "#" not in j]
-    # No ids means every job; only node ids means no parent.
-    found = _original_describe_jobs(self, parents) if parents or not wanted else []
-    for node in (j for j in wanted if "#" in j):
-        parent_id, _, index = node.partition("#")
-        job = self._jobs.get(parent_id)
-        if job is not None and index.isdigit() and "simulated" in job.__dict__:
-            parent = job.describe()
-            if int(index) < parent["nodeProperties"]["numNodes"]:
-                found.append(node_description(parent, int(index)))
-    return found
+def _describe_jobs(previous: Any) -> Any:
+    def describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
+        wanted = list(jobs or [])
+        parents = [j for j in wanted if "#" not in j]
+        # No ids means every job; only node ids means no parent.
+        found = previous(self, parents) if parents or not wanted else []
+        for node in (j for j in wanted if "#" in j):
+            parent_id, _, index = node.partition("#")
+            job = self._jobs.get(parent_id)
+            if job is not None and index.isdigit() and "simulated" in job.__dict__:
+                parent = job.describe()
+                if int(index) < parent["nodeProperties"]["numNodes"]:
+                    found.append(node_description(parent, int(index)))
+        return found
+
+    return describe_jobs
 
 
-def _job_definition_describe(self: JobDefinition) -> dict[str, Any]:
-    out = _original_job_definition_describe(self)
-    if self.node_properties is not None:
-        out["nodeProperties"] = self.node_properties
-    return out
+def _job_definition_describe(previous: Any) -> Any:
+    def job_definition_describe(self: JobDefinition) -> dict[str, Any]:
+        out = previous(self)
+        if self.node_properties is not None:
+            out["nodeProperties"] = self.node_properties
+        return out
+
+    return job_definition_describe
 
 
-_original_job_definition_describe = JobDefinition.describe
 
 
 # size → (vCPUs, GPUs, memory MiB)
@@ -337,6 +348,7 @@ P3_SIZES = {"p3.2xlarge": (8, 1, 62464), "p3.8xlarge": (32, 4, 249856),
 
 def _add_p3_instance_types() -> None:
     template = INSTANCE_TYPES["p3dn.24xlarge"]
+    added = {}
     for name, (vcpus, gpus, memory) in P3_SIZES.items():
         if name not in INSTANCE_TYPES:
             entry = json.loads(json.dumps(template))
@@ -345,15 +357,16 @@ def _add_p3_instance_types() -> None:
             entry.pop("InstanceStorageInfo", None)
             entry["VCpuInfo"] = dict(entry.get("VCpuInfo", {}), DefaultVCpus=vcpus)
             entry["GpuInfo"]["Gpus"][0].update(Count=gpus, MemoryInfo={"SizeInMiB": 16384})
-            INSTANCE_TYPES[name] = entry
+            added[name] = entry
+    PATCHES.update(INSTANCE_TYPES, added, "moto's EC2 instance types (p3)")
 
 
 def apply() -> None:
     _add_p3_instance_types()
-    BatchSimpleBackend._mark_job_as_finished = _register_without_finishing
-    BatchResponse.submitjob = _submitjob
-    Job.status = property(_status, _set_status)
-    Job.describe = _describe
-    JobDefinition.describe = _job_definition_describe
-    BatchBackend.describe_jobs = _describe_jobs
-    BatchBackend.terminate_job = _terminate_job
+    PATCHES.replace(BatchSimpleBackend, "_mark_job_as_finished", _register_without_finishing)
+    PATCHES.wrap(BatchResponse, "submitjob", _submitjob)
+    PATCHES.replace(Job, "status", property(_status, _set_status))
+    PATCHES.wrap(Job, "describe", _describe)
+    PATCHES.wrap(JobDefinition, "describe", _job_definition_describe)
+    PATCHES.wrap(BatchBackend, "describe_jobs", _describe_jobs)
+    PATCHES.wrap(BatchBackend, "terminate_job", _terminate_job)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from moto.awslambda.models import LambdaFunction, LayerVersion
@@ -22,29 +23,37 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.iam.models import iam_backends
 from moto.s3.models import FakeBucket
 
-_original_function_create = LambdaFunction.create_from_cloudformation_json.__func__
-_original_bucket_create = FakeBucket.create_from_cloudformation_json.__func__
+from traingrid_local.emulator.patching import PATCHES, original_function
 
 
-def _function_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
-                     account_id: str, region_name: str, **kwargs: Any) -> LambdaFunction:
-    fn = _original_function_create(cls, resource_name, cloudformation_json, account_id,
-                                   region_name, **kwargs)
-    if layers := cloudformation_json["Properties"].get("Layers"):
-        fn.layers = fn._get_layers_data(layers)
-    fn.logging_config = cloudformation_json["Properties"].get("LoggingConfig") or {}
-    return fn
+def _function_create(previous: Any) -> classmethod[Any, ..., Any]:
+    create = original_function(previous)
+
+    def function_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                        account_id: str, region_name: str, **kwargs: Any) -> LambdaFunction:
+        fn = create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        if layers := cloudformation_json["Properties"].get("Layers"):
+            fn.layers = fn._get_layers_data(layers)
+        fn.logging_config = cloudformation_json["Properties"].get("LoggingConfig") or {}
+        return fn
+
+    return classmethod(function_create)
 
 
-def _bucket_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
-                   account_id: str, region_name: str, **kwargs: Any) -> FakeBucket:
-    bucket = _original_bucket_create(cls, resource_name, cloudformation_json, account_id,
-                                     region_name, **kwargs)
-    notification = cloudformation_json["Properties"].get("NotificationConfiguration", {})
-    enabled = notification.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled")
-    if str(enabled).lower() == "true":
-        bucket.set_notification_configuration({"EventBridgeConfiguration": {}})
-    return bucket
+def _bucket_create(previous: Any) -> classmethod[Any, ..., Any]:
+    create = original_function(previous)
+
+    def bucket_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                      account_id: str, region_name: str, **kwargs: Any) -> FakeBucket:
+        bucket = create(cls, resource_name, cloudformation_json, account_id, region_name,
+                        **kwargs)
+        notification = cloudformation_json["Properties"].get("NotificationConfiguration", {})
+        enabled = notification.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled")
+        if str(enabled).lower() == "true":
+            bucket.set_notification_configuration({"EventBridgeConfiguration": {}})
+        return bucket
+
+    return classmethod(bucket_create)
 
 
 def _job_definition_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
@@ -90,28 +99,30 @@ def _compute_environment_create(cls, resource_name: str, cloudformation_json: di
     )
 
 
-_original_load_parameters = ResourceMap.load_parameters
+def _load_parameters(previous: Callable[..., None]) -> Callable[..., None]:
+    def load_parameters(self: ResourceMap) -> None:
+        previous(self)
+        for name, slot in self._template.get("Parameters", {}).items():
+            value, kind = self.resolved_parameters.get(name), slot.get("Type", "String")
+            if name in self.input_parameters or not isinstance(value, str | int | float):
+                continue
+            if kind == "CommaDelimitedList" or kind.startswith("List<"):
+                value = str(value).split(",") if value != "" else []
+            elif kind == "Number":
+                number = float(value)
+                value = int(number) if number.is_integer() else number
+            self.resolved_parameters[name] = value
+            self._parsed_resources[name] = value
 
-
-def _load_parameters(self: ResourceMap) -> None:
-    _original_load_parameters(self)
-    for name, slot in self._template.get("Parameters", {}).items():
-        value, kind = self.resolved_parameters.get(name), slot.get("Type", "String")
-        if name in self.input_parameters or not isinstance(value, str | int | float):
-            continue
-        if kind == "CommaDelimitedList" or kind.startswith("List<"):
-            value = str(value).split(",") if value != "" else []
-        elif kind == "Number":
-            number = float(value)
-            value = int(number) if number.is_integer() else number
-        self.resolved_parameters[name] = value
-        self._parsed_resources[name] = value
+    return load_parameters
 
 
 def apply() -> None:
-    LambdaFunction.create_from_cloudformation_json = classmethod(_function_create)
-    LayerVersion.physical_resource_id = property(lambda self: self.arn)
-    FakeBucket.create_from_cloudformation_json = classmethod(_bucket_create)
-    JobDefinition.create_from_cloudformation_json = classmethod(_job_definition_create)
-    ComputeEnvironment.create_from_cloudformation_json = classmethod(_compute_environment_create)
-    ResourceMap.load_parameters = _load_parameters
+    PATCHES.wrap(LambdaFunction, "create_from_cloudformation_json", _function_create)
+    PATCHES.add(LayerVersion, "physical_resource_id", property(lambda self: self.arn))
+    PATCHES.wrap(FakeBucket, "create_from_cloudformation_json", _bucket_create)
+    PATCHES.replace(JobDefinition, "create_from_cloudformation_json",
+                    classmethod(_job_definition_create))
+    PATCHES.replace(ComputeEnvironment, "create_from_cloudformation_json",
+                    classmethod(_compute_environment_create))
+    PATCHES.wrap(ResourceMap, "load_parameters", _load_parameters)

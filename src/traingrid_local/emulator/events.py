@@ -20,6 +20,7 @@ import copy
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from moto.awslambda.utils import get_backend as lambda_backend
@@ -28,9 +29,9 @@ from moto.stepfunctions.responses import get_backend as stepfunctions_backend
 from moto.utilities.arns import parse_arn
 
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 log = logging.getLogger(__name__)
-_original_send = Rule.send_to_targets
 
 
 def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
@@ -81,27 +82,30 @@ def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
         )
 
 
-def _send_to_targets(self: Rule, original_event: dict[str, Any],
-                     transform_input: bool = True) -> None:
-    if self.scheduled_expression and not self.event_pattern.dump():
-        return  # a schedule rule: only its schedule sends it events
-    event = as_aws_sends_it(original_event)
-    if not self.event_pattern.matches_event(event):
-        return
-    others = []
-    for target in self.targets:
-        if parse_arn(target["Arn"]).service not in ("lambda", "states") and not _is_bus(target):
-            others.append(target)
-            continue
-        try:
-            deliver(target, event)
-        except Exception:  # noqa: BLE001 - delivery is asynchronous on AWS too
-            log.exception("EventBridge delivery to %s failed", target["Arn"])
-    if others:
-        # moto's own deliveries (SQS, logs, …) expect moto's event shape (a numeric time).
-        rest = copy.copy(self)
-        rest.targets = others
-        _original_send(rest, original_event, transform_input)
+def _send_to_targets(previous: Callable[..., None]) -> Callable[..., None]:
+    def send_to_targets(self: Rule, original_event: dict[str, Any],
+                        transform_input: bool = True) -> None:
+        if self.scheduled_expression and not self.event_pattern.dump():
+            return  # a schedule rule: only its schedule sends it events
+        event = as_aws_sends_it(original_event)
+        if not self.event_pattern.matches_event(event):
+            return
+        others = []
+        for target in self.targets:
+            if parse_arn(target["Arn"]).service not in ("lambda", "states") and not _is_bus(target):
+                others.append(target)
+                continue
+            try:
+                deliver(target, event)
+            except Exception:  # noqa: BLE001 - delivery is asynchronous on AWS too
+                log.exception("EventBridge delivery to %s failed", target["Arn"])
+        if others:
+            # moto's own deliveries (SQS, logs, …) expect moto's event shape (a numeric time).
+            rest = copy.copy(self)
+            rest.targets = others
+            previous(rest, original_event, transform_input)
+
+    return send_to_targets
 
 
 def emit(account: str, region: str, source: str, detail_type: str, detail: dict[str, Any],
@@ -124,4 +128,4 @@ def emit(account: str, region: str, source: str, detail_type: str, detail: dict[
 
 
 def apply() -> None:
-    Rule.send_to_targets = _send_to_targets
+    PATCHES.wrap(Rule, "send_to_targets", _send_to_targets)

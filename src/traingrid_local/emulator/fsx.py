@@ -34,6 +34,7 @@ from moto.s3.models import s3_backends
 
 from traingrid_local.emulator import faults
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 HYDRATE_SECONDS = 8 * 60
 EXPORT_PENDING_SECONDS = 20
@@ -47,26 +48,26 @@ def _age(since: datetime) -> float:
 
 # --- File systems ----------------------------------------------------------------------------
 
-_original_init = FileSystem.__init__
-_original_to_dict = FileSystem.to_dict
-_original_create = FSxBackend.create_file_system
 
 
-def _init(self: FileSystem, *args: Any, **kwargs: Any) -> None:
-    _original_init(self, *args, **kwargs)
-    self.created_at = CLOCK.now()
-    self.files = {}
-    self.fails_hydrating = faults.CURRENT.on("fsx-create-failed")
-    lustre = self.lustre_configuration
-    if lustre is not None:
-        repository = {k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
-        if repository:
-            repository["Lifecycle"] = "AVAILABLE"
-            lustre["DataRepositoryConfiguration"] = repository
-        lustre.setdefault(
-            "MountName", "fsx" if lustre.get("DeploymentType") == "SCRATCH_1"
-            else secrets.token_hex(4)
-        )
+def _init(previous: Any) -> Any:
+    def init(self: FileSystem, *args: Any, **kwargs: Any) -> None:
+        previous(self, *args, **kwargs)
+        self.created_at = CLOCK.now()
+        self.files = {}
+        self.fails_hydrating = faults.CURRENT.on("fsx-create-failed")
+        lustre = self.lustre_configuration
+        if lustre is not None:
+            repository = {k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
+            if repository:
+                repository["Lifecycle"] = "AVAILABLE"
+                lustre["DataRepositoryConfiguration"] = repository
+            lustre.setdefault(
+                "MountName", "fsx" if lustre.get("DeploymentType") == "SCRATCH_1"
+                else secrets.token_hex(4)
+            )
+
+    return init
 
 
 def lifecycle(fs: FileSystem) -> str:
@@ -75,31 +76,37 @@ def lifecycle(fs: FileSystem) -> str:
     return "FAILED" if fs.fails_hydrating else "AVAILABLE"
 
 
-def _to_dict(self: FileSystem) -> dict[str, Any]:
-    out = _original_to_dict(self)
-    out["Lifecycle"] = lifecycle(self)
-    out["CreationTime"] = self.created_at.timestamp()
-    out["OwnerId"] = self.backend.account_id
-    if out["Lifecycle"] == "FAILED":
-        out["FailureDetails"] = {
-            "Message": "Unable to import the data repository: access denied to the "
-                       "import path (simulated fault fsx-create-failed)"
-        }
-    return out
+def _to_dict(previous: Any) -> Any:
+    def to_dict(self: FileSystem) -> dict[str, Any]:
+        out = previous(self)
+        out["Lifecycle"] = lifecycle(self)
+        out["CreationTime"] = self.created_at.timestamp()
+        out["OwnerId"] = self.backend.account_id
+        if out["Lifecycle"] == "FAILED":
+            out["FailureDetails"] = {
+                "Message": "Unable to import the data repository: access denied to the "
+                           "import path (simulated fault fsx-create-failed)"
+            }
+        return out
+
+    return to_dict
 
 
-def _create_file_system(self: FSxBackend, client_request_token: str | None = None,
-                        **kwargs: Any) -> FileSystem:
-    with _LOCK:
-        tokens = self.__dict__.setdefault("tokens", {})
-        if client_request_token and client_request_token in tokens:
-            existing = self.file_systems.get(tokens[client_request_token])
-            if existing is not None:
-                return existing
-        fs = _original_create(self, client_request_token=client_request_token, **kwargs)
-        if client_request_token:
-            tokens[client_request_token] = fs.file_system_id
-        return fs
+def _create_file_system(previous: Any) -> Any:
+    def create_file_system(self: FSxBackend, client_request_token: str | None = None,
+                            **kwargs: Any) -> FileSystem:
+        with _LOCK:
+            tokens = self.__dict__.setdefault("tokens", {})
+            if client_request_token and client_request_token in tokens:
+                existing = self.file_systems.get(tokens[client_request_token])
+                if existing is not None:
+                    return existing
+            fs = previous(self, client_request_token=client_request_token, **kwargs)
+            if client_request_token:
+                tokens[client_request_token] = fs.file_system_id
+            return fs
+
+    return create_file_system
 
 
 def export_path(fs: FileSystem) -> str | None:
@@ -258,19 +265,21 @@ def _response_describe_tasks(self: FSxResponse) -> str:
 
 # --- Deleted file systems ------------------------------------------------------------------
 
-_original_delete = FSxBackend.delete_file_system
 
 
-def _delete_file_system(self: FSxBackend, file_system_id: str, *args: Any,
-                        **kwargs: Any) -> Any:
-    fs = self.file_systems.get(file_system_id)
-    tags = {t["Key"]: t["Value"] for t in self.list_tags_for_resource(fs.resource_arn)} \
-        if fs is not None else {}
-    result = _original_delete(self, file_system_id, *args, **kwargs)
-    if fs is not None:
-        self.__dict__.setdefault("deleted", {})[file_system_id] = {
-            "tags": tags, "files": dict(fs.files), "deleted_at": CLOCK.now()}
-    return result
+def _delete_file_system(previous: Any) -> Any:
+    def delete_file_system(self: FSxBackend, file_system_id: str, *args: Any,
+                            **kwargs: Any) -> Any:
+        fs = self.file_systems.get(file_system_id)
+        tags = {t["Key"]: t["Value"] for t in self.list_tags_for_resource(fs.resource_arn)} \
+            if fs is not None else {}
+        result = previous(self, file_system_id, *args, **kwargs)
+        if fs is not None:
+            self.__dict__.setdefault("deleted", {})[file_system_id] = {
+                "tags": tags, "files": dict(fs.files), "deleted_at": CLOCK.now()}
+        return result
+
+    return delete_file_system
 
 
 def deleted(backend: FSxBackend) -> dict[str, dict[str, Any]]:
@@ -279,11 +288,11 @@ def deleted(backend: FSxBackend) -> dict[str, dict[str, Any]]:
 
 
 def apply() -> None:
-    FileSystem.__init__ = _init
-    FileSystem.to_dict = _to_dict
-    FSxBackend.create_file_system = _create_file_system
-    FSxBackend.create_data_repository_task = create_data_repository_task
-    FSxBackend.delete_file_system = _delete_file_system
+    PATCHES.wrap(FileSystem, "__init__", _init)
+    PATCHES.wrap(FileSystem, "to_dict", _to_dict)
+    PATCHES.wrap(FSxBackend, "create_file_system", _create_file_system)
+    PATCHES.add(FSxBackend, "create_data_repository_task", create_data_repository_task)
+    PATCHES.wrap(FSxBackend, "delete_file_system", _delete_file_system)
     # moto routes X-Amz-Target operations to same-named response methods.
-    FSxResponse.create_data_repository_task = _response_create_task
-    FSxResponse.describe_data_repository_tasks = _response_describe_tasks
+    PATCHES.add(FSxResponse, "create_data_repository_task", _response_create_task)
+    PATCHES.add(FSxResponse, "describe_data_repository_tasks", _response_describe_tasks)

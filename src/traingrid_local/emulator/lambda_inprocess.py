@@ -47,6 +47,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.logs.models import logs_backends
 
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 _LOCK = threading.RLock()
 _INVOKING = threading.local()
@@ -176,11 +177,10 @@ class FunctionEnvironment(MutableMapping[str, str]):
 
 
 def environment() -> FunctionEnvironment:
-    """The view installed as ``os.environ`` (installed on first use)."""
+    """The view installed as ``os.environ`` while an emulator is open."""
     if not isinstance(os.environ, FunctionEnvironment):
-        # A view over the same process environment: nothing is cleared or copied.
-        os.environ = FunctionEnvironment(os.environ)  # type: ignore[assignment]  # noqa: B003
-    return os.environ  # type: ignore[return-value]
+        raise RuntimeError("functions run in-process only while an emulator is open")
+    return os.environ
 
 
 @contextlib.contextmanager
@@ -388,5 +388,6 @@ def _invoke(self: LambdaSimpleBackend, function_name: str, qualifier: str | None
 
 
 def apply() -> None:
-    environment()
-    LambdaSimpleBackend.invoke = _invoke
+    # A view over the same process environment: nothing is cleared or copied.
+    PATCHES.replace(os, "environ", FunctionEnvironment(os.environ))
+    PATCHES.replace(LambdaSimpleBackend, "invoke", _invoke)

@@ -13,7 +13,7 @@ from typing import Any
 
 from moto.s3.utils import _VersionedKeyStore
 
-_original_setlist = _VersionedKeyStore.setlist
+from traingrid_local.emulator.patching import PATCHES
 
 
 def _setlist(self: _VersionedKeyStore, key: Any, list_: Any) -> Any:
@@ -25,4 +25,4 @@ def _setlist(self: _VersionedKeyStore, key: Any, list_: Any) -> Any:
 
 
 def apply() -> None:
-    _VersionedKeyStore.setlist = _setlist
+    PATCHES.replace(_VersionedKeyStore, "setlist", _setlist)

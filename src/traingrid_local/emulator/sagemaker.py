@@ -51,6 +51,7 @@ from moto.utilities.utils import get_partition
 
 from traingrid_local.emulator import faults
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 # Simulated seconds in each secondary status; Training lasts TRAINING_SECONDS.
 STARTING_SECONDS = 4 * 60
@@ -353,28 +354,34 @@ def _advance_all(backend: SageMakerModelBackend) -> None:
             simulated.advance(job)
 
 
-_original_response_object = FakeTrainingJob.response_object
-_original_list = SageMakerModelBackend.list_training_jobs
-_original_search = SageMakerModelBackend.search
 
 
-def _response_object(self: FakeTrainingJob) -> dict[str, Any]:
-    simulated = self.__dict__.get("simulated")
-    if simulated is not None:
-        simulated.advance(self)
-    out = _original_response_object.fget(self)
-    out.pop("Simulated", None)
-    return out
+def _response_object(previous: Any) -> Any:
+    def response_object(self: FakeTrainingJob) -> dict[str, Any]:
+        simulated = self.__dict__.get("simulated")
+        if simulated is not None:
+            simulated.advance(self)
+        out = previous.fget(self)
+        out.pop("Simulated", None)
+        return out
+
+    return response_object
 
 
-def _list_training_jobs(self: SageMakerModelBackend, *args: Any, **kwargs: Any) -> Any:
-    _advance_all(self)
-    return _original_list(self, *args, **kwargs)
+def _list_training_jobs(previous: Any) -> Any:
+    def list_training_jobs(self: SageMakerModelBackend, *args: Any, **kwargs: Any) -> Any:
+        _advance_all(self)
+        return previous(self, *args, **kwargs)
+
+    return list_training_jobs
 
 
-def _search(self: SageMakerModelBackend, *args: Any, **kwargs: Any) -> Any:
-    _advance_all(self)
-    return _original_search(self, *args, **kwargs)
+def _search(previous: Any) -> Any:
+    def search(self: SageMakerModelBackend, *args: Any, **kwargs: Any) -> Any:
+        _advance_all(self)
+        return previous(self, *args, **kwargs)
+
+    return search
 
 
 def _response_create_training_job(self: SageMakerResponse) -> ActionResult:
@@ -390,11 +397,12 @@ def _response_stop_training_job(self: SageMakerResponse) -> EmptyResult:
 
 
 def apply() -> None:
-    SageMakerModelBackend.create_training_job = _create_training_job
-    SageMakerModelBackend.stop_training_job = _stop_training_job
-    SageMakerModelBackend.list_training_jobs = _list_training_jobs
-    SageMakerModelBackend.search = _search
-    FakeTrainingJob.response_object = property(_response_object)
+    PATCHES.replace(SageMakerModelBackend, "create_training_job", _create_training_job)
+    PATCHES.add(SageMakerModelBackend, "stop_training_job", _stop_training_job)
+    PATCHES.wrap(SageMakerModelBackend, "list_training_jobs", _list_training_jobs)
+    PATCHES.wrap(SageMakerModelBackend, "search", _search)
+    PATCHES.wrap(FakeTrainingJob, "response_object", lambda previous: property(
+        _response_object(previous)))
     # moto routes X-Amz-Target operations to same-named response methods.
-    SageMakerResponse.create_training_job = _response_create_training_job
-    SageMakerResponse.stop_training_job = _response_stop_training_job
+    PATCHES.replace(SageMakerResponse, "create_training_job", _response_create_training_job)
+    PATCHES.add(SageMakerResponse, "stop_training_job", _response_stop_training_job)

@@ -37,6 +37,7 @@ from traingrid_local.emulator import (
 )
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES, PatchError
 
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
@@ -62,8 +63,17 @@ DEFAULT_SPEED = 2000.0
 
 
 def apply_adaptations() -> None:
-    for adaptation in ADAPTATIONS:
-        adaptation.apply()
+    """Adapt moto for an emulator session (``PATCHES.undo_all`` puts it back)."""
+    PATCHES.check_version()
+    if PATCHES.applied:
+        raise PatchError("moto is adapted already: an emulator is open in this process, "
+                         "close it first")
+    try:
+        for adaptation in ADAPTATIONS:
+            adaptation.apply()
+    except BaseException:
+        PATCHES.undo_all()
+        raise
     # The interpreter logs every caught failure with a traceback; our reports say it better.
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     # moto warns for each declared type it has no model for; deploy.py says which and why.
@@ -93,8 +103,8 @@ class Emulator:
         for key, value in ENVIRONMENT.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
-        self._mock.start()
         apply_adaptations()
+        self._mock.start()
         CLOCK.reset(self.speed)
         ALARMS.clear()
         throttling.RATES.reset()
@@ -123,6 +133,7 @@ class Emulator:
             self._mock.stop()
         finally:
             batch.FROZEN["on"] = False
+            PATCHES.undo_all()
         clients.reset()
         traingrid.clock.now = self._saved_now
         faults.set_plan(faults.FaultPlan())

@@ -9,31 +9,37 @@ and the state's ``Next`` is followed instead. Here a catcher's choice is remembe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.catch.catch_outcome import CatchOutcome
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
 
+from traingrid_local.emulator.patching import PATCHES
+
 _CAUGHT_INTO_SELF = "traingrid_caught_into_self"
-_originals: dict[str, Any] = {}
 
 
-def _handle_catch(self: ExecutionState, env: Any, failure_event: Any) -> None:
-    _originals["handle_catch"](self, env, failure_event)
-    if env.stack and env.stack[-1] == CatchOutcome.Caught and env.next_state_name == self.name:
-        env.__dict__[_CAUGHT_INTO_SELF] = True
+def _handle_catch(previous: Callable[..., None]) -> Callable[..., None]:
+    def handle_catch(self: ExecutionState, env: Any, failure_event: Any) -> None:
+        previous(self, env, failure_event)
+        if (env.stack and env.stack[-1] == CatchOutcome.Caught
+                and env.next_state_name == self.name):
+            env.__dict__[_CAUGHT_INTO_SELF] = True
+
+    return handle_catch
 
 
-def _set_next(self: CommonStateField, env: Any) -> None:
-    if env.__dict__.pop(_CAUGHT_INTO_SELF, False):
-        return  # the catcher chose this state again
-    _originals["set_next"](self, env)
+def _set_next(previous: Callable[..., None]) -> Callable[..., None]:
+    def set_next(self: CommonStateField, env: Any) -> None:
+        if env.__dict__.pop(_CAUGHT_INTO_SELF, False):
+            return  # the catcher chose this state again
+        previous(self, env)
+
+    return set_next
 
 
 def apply() -> None:
-    if not _originals:
-        _originals.update(handle_catch=ExecutionState._handle_catch,
-                          set_next=CommonStateField._set_next)
-    ExecutionState._handle_catch = _handle_catch
-    CommonStateField._set_next = _set_next
+    PATCHES.wrap(ExecutionState, "_handle_catch", _handle_catch)
+    PATCHES.wrap(CommonStateField, "_set_next", _set_next)

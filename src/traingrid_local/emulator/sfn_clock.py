@@ -37,8 +37,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_funct
 from moto.stepfunctions.parser.asl.eval.callback import callback
 
 from traingrid_local.emulator.clock import CLOCK, SimulatedEvent
-
-_originals: dict[str, Callable[..., Any]] = {}
+from traingrid_local.emulator.patching import PATCHES
 
 
 def _wait_interval(self: WaitFunction, env, wait_seconds: int) -> None:  # noqa: ANN001
@@ -50,9 +49,7 @@ def _wait_interval(self: WaitFunction, env, wait_seconds: int) -> None:  # noqa:
         CLOCK.wait(wait_seconds, woken=stopped)
 
 
-def _holding(name: str) -> Callable[..., Any]:
-    original = _originals[name]
-
+def _holding(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         with CLOCK.paused():
             return original(*args, **kwargs)
@@ -60,9 +57,7 @@ def _holding(name: str) -> Callable[..., Any]:
     return run
 
 
-def _releasing(name: str) -> Callable[..., Any]:
-    original = _originals[name]
-
+def _releasing(original: Callable[..., Any]) -> Callable[..., Any]:
     def wait(*args: Any, **kwargs: Any) -> Any:
         with CLOCK.released():
             return original(*args, **kwargs)
@@ -71,20 +66,17 @@ def _releasing(name: str) -> Callable[..., Any]:
 
 
 def apply() -> None:
-    if not _originals:
-        _originals.update(
-            program=Program._eval_body,
-            service=StateTaskService._eval_execution,
-            lambda_=StateTaskLambda._eval_execution,
-            map_jobs=JobPool.await_jobs,
-            branches=BranchWorkerPool.wait,
-        )
-    WaitFunction._wait_interval = _wait_interval
-    retrier_decl.time = types.SimpleNamespace(sleep=CLOCK.sleep)
-    execute_state.threading = types.SimpleNamespace(Event=SimulatedEvent)
-    callback.Event = SimulatedEvent
-    Program._eval_body = _holding("program")
-    StateTaskService._eval_execution = _holding("service")
-    StateTaskLambda._eval_execution = _holding("lambda_")
-    JobPool.await_jobs = _releasing("map_jobs")
-    BranchWorkerPool.wait = _releasing("branches")
+    PATCHES.replace(WaitFunction, "_wait_interval", _wait_interval)
+    # These three wait through a name their module looks up when it waits (``time.sleep`` in
+    # RetrierDecl._eval_body, ``threading.Event`` in ExecutionState._evaluate_with_timeout,
+    # ``Event`` in the callback endpoints), in the middle of moto's functions. Giving the
+    # module another object under that name is the narrowest change that reaches them, and
+    # nothing else in those modules uses the name.
+    PATCHES.replace(retrier_decl, "time", types.SimpleNamespace(sleep=CLOCK.sleep))
+    PATCHES.replace(execute_state, "threading", types.SimpleNamespace(Event=SimulatedEvent))
+    PATCHES.replace(callback, "Event", SimulatedEvent)
+    PATCHES.wrap(Program, "_eval_body", _holding)
+    PATCHES.wrap(StateTaskService, "_eval_execution", _holding)
+    PATCHES.wrap(StateTaskLambda, "_eval_execution", _holding)
+    PATCHES.wrap(JobPool, "await_jobs", _releasing)
+    PATCHES.wrap(BranchWorkerPool, "wait", _releasing)

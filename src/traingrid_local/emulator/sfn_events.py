@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
@@ -21,10 +22,10 @@ from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommu
 from traingrid_local.emulator import events
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 log = logging.getLogger(__name__)
 DETAIL_TYPE = "Step Functions Execution Status Change"
-_originals: dict[str, Any] = {}
 _state = {"enabled": True}
 
 
@@ -60,14 +61,15 @@ def _announce(execution: Any) -> None:
                 detail(execution), [execution.exec_arn])
 
 
-def _terminated(self: BaseExecutionWorkerCommunication) -> None:
-    _originals["terminated"](self)
-    if _state["enabled"]:
-        execution = self.execution
-        ALARMS.at(CLOCK.now(), lambda: _announce(execution))
+def _terminated(previous: Callable[..., None]) -> Callable[..., None]:
+    def terminated(self: BaseExecutionWorkerCommunication) -> None:
+        previous(self)
+        if _state["enabled"]:
+            execution = self.execution
+            ALARMS.at(CLOCK.now(), lambda: _announce(execution))
+
+    return terminated
 
 
 def apply() -> None:
-    if not _originals:
-        _originals["terminated"] = BaseExecutionWorkerCommunication.terminated
-    BaseExecutionWorkerCommunication.terminated = _terminated
+    PATCHES.wrap(BaseExecutionWorkerCommunication, "terminated", _terminated)

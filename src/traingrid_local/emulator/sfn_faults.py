@@ -58,6 +58,7 @@ from traingrid_local.emulator import faults
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.faults import StateFault
+from traingrid_local.emulator.patching import PATCHES
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,6 @@ THROTTLING_ERRORS = {"fsx": ("ThrottlingException", 400),
                      "sagemaker": ("ThrottlingException", 400), "s3": ("SlowDown", 503)}
 LAMBDA_TIMEOUT_S = 60  # the template's Globals; the reported number only
 
-_originals: dict[str, Callable[..., Any]] = {}
 
 
 def _note(fault: StateFault, state: str) -> str:
@@ -143,9 +143,7 @@ def _aborting(original: Callable[..., Any], task: Any, env: Any, fault: StateFau
         _stop(execution_arn)
 
 
-def _faulty(name: str) -> Callable[..., Any]:
-    original = _originals[name]
-
+def _faulty(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, env: Any) -> Any:
         fault = faults.CURRENT.at_state(self.name)
         if fault is None:
@@ -154,16 +152,10 @@ def _faulty(name: str) -> Callable[..., Any]:
             return _aborting(original, self, env, fault)
         raise failure(self, env, fault)
 
-    run.__traingrid_faulty__ = True  # type: ignore[attr-defined]
     return run
 
 
 def apply() -> None:
-    """Wrap the tasks' current evaluation (run after ``sfn_clock``, which replaces it each
-    session)."""
-    for name, cls in (("service", StateTaskService), ("lambda", StateTaskLambda)):
-        current = cls.__dict__["_eval_execution"]
-        if getattr(current, "__traingrid_faulty__", False):
-            continue
-        _originals[name] = current
-        cls._eval_execution = _faulty(name)
+    """Wrap the tasks' evaluation as ``sfn_clock`` left it (it is applied first)."""
+    for cls in (StateTaskService, StateTaskLambda):
+        PATCHES.wrap(cls, "_eval_execution", _faulty)

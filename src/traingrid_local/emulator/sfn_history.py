@@ -26,29 +26,32 @@ from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name
 from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
+from traingrid_local.emulator.patching import PATCHES
+
 HISTORY_LIMIT = 25_000
-_originals: dict[str, Callable[..., Any]] = {}
 
 
 def history_length(env: Any) -> int:
     return len(env.event_manager._history_event_list)
 
 
-def _eval_body(self: CommonStateField, env: Any) -> None:
-    # Two events short of the quota: the state's entry and the execution's failure fit.
-    if history_length(env) >= HISTORY_LIMIT - 2:
-        error = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
-        raise FailureEventException(FailureEvent(
-            env=env, error_name=error, event_type=HistoryEventType.ExecutionFailed,
-            event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
-                error=error.error_name,
-                cause=f"The execution reached the maximum number of history events "
-                      f"({HISTORY_LIMIT}) before entering state '{self.name}'.",
-            )),
-        ))
-    _originals["eval_body"](self, env)
+def _eval_body(previous: Callable[..., None]) -> Callable[..., None]:
+    def eval_body(self: CommonStateField, env: Any) -> None:
+        # Two events short of the quota: the state's entry and the execution's failure fit.
+        if history_length(env) >= HISTORY_LIMIT - 2:
+            error = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
+            raise FailureEventException(FailureEvent(
+                env=env, error_name=error, event_type=HistoryEventType.ExecutionFailed,
+                event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
+                    error=error.error_name,
+                    cause=f"The execution reached the maximum number of history events "
+                          f"({HISTORY_LIMIT}) before entering state '{self.name}'.",
+                )),
+            ))
+        previous(self, env)
+
+    return eval_body
 
 
 def apply() -> None:
-    _originals.setdefault("eval_body", CommonStateField._eval_body)
-    CommonStateField._eval_body = _eval_body
+    PATCHES.wrap(CommonStateField, "_eval_body", _eval_body)

@@ -23,6 +23,8 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
     StateTaskService,
 )
 
+from traingrid_local.emulator.patching import PATCHES
+
 
 @functools.cache
 def _operation_model(service: str, snake_action: str) -> Any:
@@ -70,6 +72,7 @@ SERVICE_ERROR_NAMES = {"batch": "Batch", "fsx": "FSx", "s3": "S3", "lambda": "La
 
 
 def apply() -> None:
-    StateTaskService._normalise_parameters = _normalise_parameters
-    StateTaskService._normalise_response = _normalise_response
-    state_task_service_aws_sdk._SERVICE_ERROR_NAMES.update(SERVICE_ERROR_NAMES)
+    PATCHES.replace(StateTaskService, "_normalise_parameters", _normalise_parameters)
+    PATCHES.replace(StateTaskService, "_normalise_response", _normalise_response)
+    PATCHES.update(state_task_service_aws_sdk._SERVICE_ERROR_NAMES, SERVICE_ERROR_NAMES,
+                   "the aws-sdk integration's service error names")

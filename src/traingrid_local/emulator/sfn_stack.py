@@ -18,6 +18,8 @@ from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.responses import get_backend
 from moto.stepfunctions.utils import cfn_to_api_tags
 
+from traingrid_local.emulator.patching import PATCHES
+
 PLACEHOLDER = re.compile(r"\$\{([^}!]+)\}")
 
 
@@ -60,5 +62,5 @@ def _delete(cls, resource_name: str, cloudformation_json: dict[str, Any], accoun
 
 
 def apply() -> None:
-    StateMachine.create_from_cloudformation_json = classmethod(_create)
-    StateMachine.delete_from_cloudformation_json = classmethod(_delete)
+    PATCHES.replace(StateMachine, "create_from_cloudformation_json", classmethod(_create))
+    PATCHES.replace(StateMachine, "delete_from_cloudformation_json", classmethod(_delete))

@@ -10,40 +10,47 @@ wakes every task-token wait of the execution, a failure that surfaces in a stopp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 
-_originals: dict[str, Any] = {}
+from traingrid_local.emulator.patching import PATCHES
 
 
-def _set_stop(self: Environment, *args: Any, **kwargs: Any) -> None:
-    _originals["set_stop"](self, *args, **kwargs)
-    for endpoint in list(self.callback_pool_manager._pool.values()):
-        endpoint.interrupt_all()
+def _set_stop(previous: Callable[..., None]) -> Callable[..., None]:
+    def set_stop(self: Environment, *args: Any, **kwargs: Any) -> None:
+        previous(self, *args, **kwargs)
+        for endpoint in list(self.callback_pool_manager._pool.values()):
+            endpoint.interrupt_all()
+
+    return set_stop
 
 
-def _set_error(self: Environment, *args: Any, **kwargs: Any) -> None:
-    if isinstance(self._program_state, ProgramStopped):
-        return  # stopped first: it stays ABORTED
-    _originals["set_error"](self, *args, **kwargs)
+def _set_error(previous: Callable[..., None]) -> Callable[..., None]:
+    def set_error(self: Environment, *args: Any, **kwargs: Any) -> None:
+        if isinstance(self._program_state, ProgramStopped):
+            return  # stopped first: it stays ABORTED
+        previous(self, *args, **kwargs)
+
+    return set_error
 
 
-def _evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
-    try:
-        _originals["evaluate"](self, env)
-    except Exception:
-        if isinstance(env.program_state(), ProgramStopped):
-            return  # the step was interrupted by the stop: nothing to retry or catch
-        raise
+def _evaluate_with_timeout(previous: Callable[..., None]) -> Callable[..., None]:
+    def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
+        try:
+            previous(self, env)
+        except Exception:
+            if isinstance(env.program_state(), ProgramStopped):
+                return  # the step was interrupted by the stop: nothing to retry or catch
+            raise
+
+    return evaluate_with_timeout
 
 
 def apply() -> None:
-    if not _originals:
-        _originals.update(set_stop=Environment.set_stop, set_error=Environment.set_error,
-                          evaluate=ExecutionState._evaluate_with_timeout)
-    Environment.set_stop = _set_stop
-    Environment.set_error = _set_error
-    ExecutionState._evaluate_with_timeout = _evaluate_with_timeout
+    PATCHES.wrap(Environment, "set_stop", _set_stop)
+    PATCHES.wrap(Environment, "set_error", _set_error)
+    PATCHES.wrap(ExecutionState, "_evaluate_with_timeout", _evaluate_with_timeout)

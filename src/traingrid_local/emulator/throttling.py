@@ -27,6 +27,7 @@ from moto.fsx.responses import FSxResponse
 
 from traingrid_local.emulator import faults
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.patching import PATCHES
 
 OPERATIONS: dict[type, tuple[str, str, int, tuple[str, ...]]] = {
     # response class: (service, error code, HTTP status, methods)
@@ -116,14 +117,11 @@ def _throttled(method: Callable[..., Any], operation: str, code: str,
                             f"{RATES.limits[operation]} calls per second")
         return method(self)
 
-    wrapper.__traingrid_throttled__ = True  # type: ignore[attr-defined]
     return wrapper
 
 
 def apply() -> None:
     for response_class, (service, code, status, methods) in OPERATIONS.items():
         for name in methods:
-            method = getattr(response_class, name)
-            if not getattr(method, "__traingrid_throttled__", False):
-                setattr(response_class, name,
-                        _throttled(method, f"{service}:{name}", code, status))
+            PATCHES.wrap(response_class, name, functools.partial(
+                _throttled, operation=f"{service}:{name}", code=code, status=status))

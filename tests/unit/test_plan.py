@@ -109,3 +109,17 @@ def test_cost_estimate():
     estimate = plan()["estimate"]
     assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 24.48)
     assert estimate["max_usd"] > estimate["compute_usd_per_hour"] * 72
+
+
+def test_the_plan_has_exactly_the_keys_its_type_declares():
+    from typing import get_type_hints, is_typeddict
+
+    from traingrid.training.state import RunPlan
+
+    def keys_match(value, declared, path="plan"):
+        assert set(value) == set(declared.__annotations__), path
+        for key, kind in get_type_hints(declared).items():
+            if is_typeddict(kind):
+                keys_match(value[key], kind, f"{path}.{key}")
+
+    keys_match(plan(), RunPlan)

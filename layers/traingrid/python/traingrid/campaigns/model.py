@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
-from traingrid.training.waits import PollState
+from traingrid.training.state import PollState
 
 
 class Placement(StrEnum):

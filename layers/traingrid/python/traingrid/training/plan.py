@@ -22,6 +22,7 @@ from traingrid.training.catalog import (
     is_valid_capacity,
     round_up_capacity,
 )
+from traingrid.training.state import PlanLimits, RunPlan
 
 if TYPE_CHECKING:
     from traingrid.training.request import TrainingRunRequest
@@ -122,17 +123,19 @@ def plan_run(
     execution_arn: str,
     dataset: DatasetSize,
     now: datetime,
-) -> dict[str, Any]:
+) -> RunPlan:
     instance = INSTANCE_TYPES[request.instance_type]
     mpi_gpus = request.nodes * instance.gpus
     capacity = storage_capacity_gib(request, dataset)
-    limits = {
+    limits: PlanLimits = {
         "hydrate_s": request.timeouts.hydrate_minutes * 60,
         "runnable_s": request.timeouts.runnable_minutes * 60,
         "training_s": int(request.timeouts.training_hours * 3600),
         "archive_s": request.timeouts.archive_minutes * 60,
     }
-    expires_at = now + timedelta(seconds=sum(limits.values())) + EXPIRY_MARGIN
+    total_s = (limits["hydrate_s"] + limits["runnable_s"] + limits["training_s"]
+               + limits["archive_s"])
+    expires_at = now + timedelta(seconds=total_s) + EXPIRY_MARGIN
     compute_per_hour = request.nodes * instance.usd_per_hour
     fsx_per_hour = capacity * FSX_USD_PER_GB_MONTH[request.fsx.deployment_type] / HOURS_PER_MONTH
     return {
@@ -182,7 +185,7 @@ def plan_run(
             "fsx_usd_per_hour": round(fsx_per_hour, 2),
             "max_usd": round(
                 compute_per_hour * request.timeouts.training_hours
-                + fsx_per_hour * sum(limits.values()) / 3600,
+                + fsx_per_hour * total_s / 3600,
                 2,
             ),
         },

@@ -10,6 +10,7 @@ from traingrid.aws import s3
 from traingrid.errors import DatasetNotFound
 from traingrid.training.plan import DatasetSize, plan_run
 from traingrid.training.request import TrainingRunRequest, require_data_bucket
+from traingrid.training.state import RunPlan
 from traingrid.validation import parse
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
     return DatasetSize(objects, total)
 
 
-def plan(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
     request = parse(TrainingRunRequest, event.get("request"))
     require_data_bucket(request, settings.data_bucket)
     return plan_run(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.errors import (
@@ -19,6 +19,7 @@ from traingrid.errors import (
     FileSystemFailed,
     HydrateTimedOut,
 )
+from traingrid.training.state import ExportState, FileSystemState, PollState
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,6 @@ HYDRATE_BACKOFF = Backoff(first_s=30, factor=1.5, max_s=300)
 EXPORT_BACKOFF = Backoff(first_s=15, factor=1.5, max_s=120)
 # The shortest wait between two checks of an export.
 EXPORT_TAIL_S = 5
-
-
-class PollState(TypedDict):
-    """A poll loop's progress as JSON, in the state of an execution."""
-
-    attempt: int
-    elapsed_s: int
-    wait_s: int
 
 
 @dataclass
@@ -76,21 +69,17 @@ class Poll:
 
 def check_file_system(
     description: dict[str, Any], poll: Poll, limit_s: int
-) -> dict[str, Any]:
+) -> FileSystemState:
     """Next state of the hydrate loop from a DescribeFileSystems entry."""
     fs_id = description["FileSystemId"]
     lifecycle = description.get("Lifecycle", FileSystemLifecycle.CREATING)
     poll = poll.advance(HYDRATE_BACKOFF)
     if lifecycle == FileSystemLifecycle.AVAILABLE:
         lustre = description.get("LustreConfiguration", {})
-        return {
-            "id": fs_id,
-            "lifecycle": lifecycle,
-            "dns_name": description.get("DNSName", ""),
-            "mount_name": lustre.get("MountName", "fsx"),
-            "hydrate_s": poll.elapsed_s,
-            "poll": asdict(poll),
-        }
+        return FileSystemState(
+            id=fs_id, lifecycle=lifecycle, dns_name=description.get("DNSName", ""),
+            mount_name=lustre.get("MountName", "fsx"), hydrate_s=poll.elapsed_s,
+            poll=poll.state())
     if lifecycle in HYDRATE_FAILED:
         reason = description.get("FailureDetails", {}).get("Message", "no reason given")
         raise FileSystemFailed(
@@ -105,7 +94,7 @@ def check_file_system(
             f"(limit timeouts.hydrate_minutes = {limit_s // 60}). It is being deleted. "
             "Raise the limit for large datasets or check the FSx service health."
         )
-    return {"id": fs_id, "lifecycle": lifecycle, "poll": asdict(poll)}
+    return FileSystemState(id=fs_id, lifecycle=lifecycle, poll=poll.state())
 
 
 # --- Train -------------------------------------------------------------------------------
@@ -276,7 +265,7 @@ def export_wait(remaining: float, backoff_wait: int) -> int:
 
 
 def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
-                 now_s: float | None = None) -> dict[str, Any]:
+                 now_s: float | None = None) -> ExportState:
     """Next state of the export loop from a DescribeDataRepositoryTasks entry.
 
     The file system waits, idle, until this loop sees the export end, so once the export
@@ -286,12 +275,8 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
     poll = poll.advance(EXPORT_BACKOFF)
     if lifecycle == TaskLifecycle.SUCCEEDED:
         report = task.get("Status", {})
-        return {
-            "id": task_id,
-            "lifecycle": lifecycle,
-            "exported": int(report.get("SucceededCount", 0)),
-            "poll": asdict(poll),
-        }
+        return ExportState(id=task_id, lifecycle=lifecycle,
+                           exported=int(report.get("SucceededCount", 0)), poll=poll.state())
     if lifecycle in (TaskLifecycle.FAILED, TaskLifecycle.CANCELED):
         reason = task.get("FailureDetails", {}).get("Message", "no reason given")
         raise ExportFailed(
@@ -305,4 +290,4 @@ def check_export(task: dict[str, Any], poll: Poll, limit_s: int,
     remaining = export_remaining_s(task, now_s) if now_s is not None else None
     if remaining is not None:
         poll.wait_s = export_wait(remaining, poll.wait_s)
-    return {"id": task_id, "lifecycle": lifecycle, "poll": asdict(poll)}
+    return ExportState(id=task_id, lifecycle=lifecycle, poll=poll.state())

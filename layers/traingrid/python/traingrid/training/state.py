@@ -1,0 +1,124 @@
+"""What the TrainingRun's steps pass each other in the execution's state, typed.
+
+The state machine carries these as JSON (``$.plan``, ``$.file_system``, ``$.export``…); the
+keys here are the keys there, so the ASL's paths and these types describe the same thing.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class PollState(TypedDict):
+    """A poll loop's progress (``waits.Poll``)."""
+
+    attempt: int
+    elapsed_s: int
+    wait_s: int
+
+
+class PlanDataset(TypedDict):
+    uri: str
+    bucket: str
+    prefix: str
+    objects: int
+    bytes: int
+
+
+class PlanFileSystem(TypedDict):
+    """CreateFileSystem's parameters that the plan decides."""
+
+    storage_capacity_gib: int
+    lustre_configuration: dict[str, Any]
+    client_request_token: str
+    tags: list[dict[str, str]]
+
+
+class PlanJob(TypedDict):
+    """SubmitJob's overrides that the plan decides."""
+
+    name: str
+    nodes: int
+    instance_type: str
+    gpus_per_node: int
+    mpi_gpus: int
+    vcpus: int
+    resource_requirements: list[dict[str, str]]
+    attempt_duration_s: int
+    environment: dict[str, str]
+
+
+class PlanArchive(TypedDict):
+    bucket: str
+    prefix: str  # runs/<run>/ in the bucket
+    file_system_path: str  # the same folder on the file system
+
+
+class PlanLimits(TypedDict):
+    hydrate_s: int
+    runnable_s: int
+    training_s: int
+    archive_s: int
+
+
+class PlanEstimate(TypedDict):
+    compute_usd_per_hour: float
+    fsx_usd_per_hour: float
+    max_usd: float
+
+
+class RunPlan(TypedDict):
+    """The Plan step's output (``$.plan``)."""
+
+    run: str
+    dataset: PlanDataset
+    file_system: PlanFileSystem
+    job: PlanJob
+    archive: PlanArchive
+    limits: PlanLimits
+    estimate: PlanEstimate
+
+
+class FileSystemState(TypedDict):
+    """The hydrate loop's state (``$.file_system``); DNS and mount names once AVAILABLE."""
+
+    id: str
+    lifecycle: str  # a FileSystemLifecycle value
+    poll: PollState
+    arn: NotRequired[str]
+    dns_name: NotRequired[str]
+    mount_name: NotRequired[str]
+    hydrate_s: NotRequired[int]
+
+
+class ExportState(TypedDict):
+    """The export loop's state (``$.export``); how many files it exported once SUCCEEDED."""
+
+    id: str
+    lifecycle: str  # a TaskLifecycle value
+    poll: PollState
+    exported: NotRequired[int]
+
+
+class CheckFileSystemEvent(TypedDict):
+    file_system: FileSystemState
+    limit_s: int
+
+
+class CheckExportEvent(TypedDict):
+    export: ExportState
+    plan: RunPlan
+
+
+class RetainFileSystemEvent(TypedDict):
+    file_system: FileSystemState
+    plan: RunPlan
+
+
+class Retained(TypedDict):
+    """RetainFileSystem's output: the kept file system, its expiry, where the outputs are."""
+
+    file_system_id: str
+    expires_at: str
+    where: str

@@ -5,8 +5,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from traingrid import custom_resources
 from traingrid.aws.secrets import connection_url
-from traingrid.db import schema_updates
 from traingrid.observability import logger, tracer
 from traingrid.settings import DatabaseSettings
 
@@ -17,4 +17,4 @@ MIGRATIONS = Path(__file__).with_name("migrations")  # schema/migrations, shippe
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
-    return schema_updates.handle(event, lambda: connection_url(settings), MIGRATIONS)
+    return custom_resources.handle(event, lambda: connection_url(settings), MIGRATIONS)

@@ -1,6 +1,7 @@
-"""Bring the campaign database's schema to the latest migration: when invoked by hand, and as
-a CloudFormation custom resource on every deploy (its ``SchemaRevision`` property changes with
-each new migration)."""
+"""The stack's CloudFormation custom resource: the campaign database's schema, brought to the
+latest migration on every deploy (its ``SchemaRevision`` property changes with each new
+migration), or when the function is invoked by hand. The migrating itself is the data layer's
+(``traingrid.db.migrate``); answering CloudFormation is this module's."""
 
 from __future__ import annotations
 

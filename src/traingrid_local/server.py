@@ -4,7 +4,8 @@ Each request becomes the REST (v1) proxy event API Gateway sends to a Lambda pro
 integration — resource, path parameters, query string, headers, body, request context — and
 goes to the API function through ``invoke``; its ``statusCode``, headers and body are the
 answer. A function error is a 502, as API Gateway answers it. The routes are the API function's
-``Api`` events in ``template.yaml``. Not done here: SigV4 authorisation, throttling, access
+``Api`` events in ``template.yaml``; a method a route does not declare is a 405 with ``Allow``,
+in JSON like every other error. Not done here: SigV4 authorisation, throttling, access
 logs (see :mod:`traingrid_local.emulator.api_gateway`).
 """
 
@@ -17,11 +18,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from werkzeug.datastructures import Headers
+from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
 
 from traingrid_local.emulator.deploy import TEMPLATE, load_template
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
@@ -118,92 +122,99 @@ def lambda_invoker(emulator: Emulator, function_name: str) -> Invoke:
     return invoke
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
+def allowed_methods(routes: list[tuple[str, str]], path: str) -> list[str]:
+    """The methods the API declares for ``path`` (with HEAD wherever GET is)."""
+    methods = {method for method, resource in routes if _pattern(resource).match(path)}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
-    def _handle(self) -> None:
-        started = time.monotonic()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._answer({"statusCode": 413, "body": json.dumps(
-                {"message": f"request body over {MAX_BODY} bytes"})})
-            return
-        body = self.rfile.read(length) if length else b""
-        local = self.server.local_routes.get((self.command, urlsplit(self.path).path))
-        if local is not None:
-            result = _local_answer(local, body)
-        else:
-            event = proxy_event(self.server.routes, self.command, self.path,
-                                list(self.headers.items()), body, self.client_address[0],
-                                self.headers.get("Host", ""))
-            result = self.server.invoke(event)
-        self._answer(result)
-        if self.server.request_log is not None:
-            self.server.request_log(
-                f'{self.command} {self.path} → {result.get("statusCode")} '
-                f"({(time.monotonic() - started) * 1000:.0f} ms)")
 
-    def _answer(self, result: dict[str, Any]) -> None:
-        body = result.get("body") or ""
-        data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
-        self.send_response(int(result.get("statusCode", 502)))
-        headers = {k: [v] for k, v in (result.get("headers") or {}).items()}
-        for name, values in (result.get("multiValueHeaders") or {}).items():
-            headers[name] = list(values)
-        for name, values in headers.items():
-            if name.lower() not in ("content-length", "connection"):
-                for value in values:
-                    self.send_header(name, str(value))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle  # noqa: N815
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass  # one line per request goes to request_log instead
+def _json_answer(status: int, body: Any, headers: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"} | (
+        headers or {}), "body": json.dumps(body)}
 
 
 def _local_answer(route: LocalRoute, body: bytes) -> dict[str, Any]:
     try:
         request = json.loads(body) if body else None
     except ValueError as error:
-        status, answer = 400, {"message": f"the body is not JSON: {error}"}
-    else:
-        status, answer = route(request)
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps(answer)}
+        return _json_answer(400, {"message": f"the body is not JSON: {error}"})
+    return _json_answer(*route(request))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    invoke: Invoke
-    routes: list[tuple[str, str]]
-    local_routes: dict[tuple[str, str], LocalRoute]
-    request_log: RequestLog | None
+class _Api:
+    """The WSGI application: local routes, undeclared methods (405), then the API function."""
+
+    def __init__(self, invoke: Invoke, routes: list[tuple[str, str]],
+                 local_routes: dict[tuple[str, str], LocalRoute],
+                 request_log: RequestLog | None) -> None:
+        self.invoke, self.routes = invoke, routes
+        self.local_routes, self.request_log = local_routes, request_log
+
+    def answer(self, request: Request) -> dict[str, Any]:
+        if (request.content_length or 0) > MAX_BODY:
+            return _json_answer(413, {"message": f"request body over {MAX_BODY} bytes"})
+        body = request.get_data(cache=False)
+        # The request target as sent (Werkzeug's own path is decoded already).
+        target = request.environ.get("RAW_URI") or request.full_path
+        path = unquote(urlsplit(target).path) or "/"
+        local = self.local_routes.get((request.method, path))
+        if local is not None:
+            return _local_answer(local, body)
+        method = "GET" if request.method == "HEAD" else request.method
+        allowed = allowed_methods(self.routes, path)
+        if allowed and method not in allowed:
+            return _json_answer(405, {"message": f"{request.method} is not a method of {path}; "
+                                                 f"it allows {', '.join(allowed)}"},
+                                {"Allow": ", ".join(allowed)})
+        event = proxy_event(self.routes, method, target, list(request.headers.items()), body,
+                            request.remote_addr or "", request.host)
+        return self.invoke(event)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        started = time.monotonic()
+        request = Request(environ)
+        result = self.answer(request)
+        body = result.get("body") or ""
+        data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+        headers = Headers()
+        for name, value in (result.get("headers") or {}).items():
+            headers[name] = str(value)
+        for name, values in (result.get("multiValueHeaders") or {}).items():
+            headers.setlist(name, [str(v) for v in values])
+        for hop in ("Content-Length", "Connection", "Transfer-Encoding"):
+            headers.pop(hop, None)
+        response = Response(data, status=int(result.get("statusCode", 502)), headers=headers)
+        if self.request_log is not None:
+            self.request_log(f"{request.method} {request.environ.get('RAW_URI', request.path)} → "
+                             f"{response.status_code} "
+                             f"({(time.monotonic() - started) * 1000:.0f} ms)")
+        return response(environ, start_response)
 
 
 class ApiServer:
-    """``with ApiServer(invoke, port=0) as server: ... server.url``: serves until closed."""
+    """``with ApiServer(invoke, port=0) as server: ... server.url``: serves until closed.
+
+    Werkzeug's threaded WSGI server: a thread per connection, HTTP/1.1 keep-alive, HEAD
+    answered without a body."""
 
     def __init__(self, invoke: Invoke, port: int = 8000,
                  request_log: RequestLog | None = None,
                  routes: list[tuple[str, str]] | None = None,
                  local_routes: dict[tuple[str, str], LocalRoute] | None = None) -> None:
-        self._server = _Server((LOCALHOST, port), _Handler)
-        self._server.invoke = invoke
-        self._server.routes = routes if routes is not None else api_routes()
-        self._server.local_routes = local_routes or {}
-        self._server.request_log = request_log
+        app = _Api(invoke, routes if routes is not None else api_routes(), local_routes or {},
+                   request_log)
+        self._server = make_server(LOCALHOST, port, app, threaded=True,
+                                   request_handler=_QuietHandler)
+        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="traingrid-api", daemon=True)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{LOCALHOST}:{self._server.server_port}"
 
     def start(self) -> ApiServer:
         self._thread.start()
@@ -221,3 +232,12 @@ class ApiServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """HTTP/1.1 (keep-alive); one line per request goes to ``request_log`` instead."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass

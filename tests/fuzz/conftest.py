@@ -16,7 +16,6 @@ import pytest
 from hypothesis import strategies as st
 
 from tests.integration.conftest import serving
-from traingrid_local.client import ApiClient
 from traingrid_local.serve import Served
 from traingrid_local.server import API_FUNCTION, api_routes, proxy_event
 
@@ -86,11 +85,6 @@ def api_request(invoke) -> Callable[..., tuple[int, dict[str, str], Any]]:
             else None
 
     return request
-
-
-@pytest.fixture
-def http(served_api: Served) -> ApiClient:
-    return ApiClient(served_api.url, timeout=30)
 
 
 def assert_clear_answer(status: int, body: Any) -> None:

@@ -100,8 +100,6 @@ def test_a_failing_run_says_why_and_which_state_caught_it(client):
                  ["/fsx/deployment_type"], id="nested"),
     pytest.param({"dataset": DATASET, "epochs": 5, "warmup_epochs": 5}, [""],
                  id="across-fields"),
-    pytest.param({"dataset": "s3://someone-elses-bucket/data/"}, ["/dataset"],
-                 id="outside-the-data-bucket"),
     pytest.param({"nodes": -1, "instance_type": "x", "colour": 1, "fsx": {"size": 1}},
                  ["/dataset", "/nodes", "/instance_type", "/fsx/size", "/colour"],
                  id="every-problem-at-once"),
@@ -112,6 +110,52 @@ def test_invalid_runs_get_400_listing_every_problem(client, body, expected):
     assert sorted(pointers(answer)) == sorted(expected)
     assert all(p["message"] for p in answer.body["problems"])
     assert f"{len(expected)} problem(s)" in answer.body["message"]
+
+
+def test_a_dataset_outside_the_data_bucket_is_forbidden_and_says_which_bucket(client):
+    answer = client.request("POST", "/runs", {"dataset": "s3://someone-elses-bucket/data/"})
+    assert answer.status == 403, answer.body
+    assert pointers(answer) == ["/dataset"]
+    assert f"s3://{DEMO_BUCKET}/" in answer.body["problems"][0]["message"]
+
+
+def test_an_integral_number_is_an_integer_as_in_json_schema(client):
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2.0,
+                                              "epochs": 3.0, "warmup_epochs": 0,
+                                              "name": "integral-floats"})
+    assert answer.status == 202, answer.body
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2.5})
+    assert answer.status == 400 and pointers(answer) == ["/nodes"]
+
+
+def test_a_next_token_is_refused_with_other_filters(client):
+    for index in range(2):
+        client.request("POST", "/runs", {"dataset": DATASET, "name": f"filtered-{index}"})
+    token = client.get("/runs", limit=1)["next_token"]
+    assert token is not None
+    answer = client.request("GET", "/runs", query={"limit": 1, "next_token": token,
+                                                   "pipeline": "campaign",
+                                                   "status": "TIMED_OUT"})
+    assert answer.status == 400, answer.body
+    assert pointers(answer) == ["/next_token"]
+    assert client.get("/runs", limit=1, next_token=token)["runs"]
+
+
+def test_an_undeclared_method_is_405_in_json_with_allow(served_api):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{served_api.url}/runs", method="TRACE")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 405
+    assert refused.value.headers["Allow"] == "GET, HEAD, POST"
+    assert refused.value.headers["Content-Type"] == "application/json"
+    assert "TRACE" in json.loads(refused.value.read())["message"]
+    head = urllib.request.Request(f"{served_api.url}/runs?limit=1", method="HEAD")
+    with urllib.request.urlopen(head, timeout=30) as response:
+        assert response.status == 200 and response.read() == b""
+        assert response.headers["Content-Type"] == "application/json"
 
 
 @pytest.mark.parametrize(("path", "query", "expected"), [

@@ -196,3 +196,20 @@ def test_a_training_submission_is_validated_named_and_shaped_for_the_state_machi
     with pytest.raises(RequestInvalid) as invalid:
         training_submission({"dataset": "s3://elsewhere/x/"}, SETTINGS, at)
     assert invalid.value.problems[0]["pointer"] == "/dataset"
+
+
+def test_a_cursor_is_refused_with_other_filters_and_names_the_ones_it_was_issued_for():
+    executions = [{"name": f"t{i}", "startDate": T0 - timedelta(minutes=i)} for i in range(5)]
+    fetch = paged_source(executions)
+    _, cursor = listing.newest_first(fetch, [TRAINING_RUN], 1, None, {"status": None})
+    assert cursor is not None
+    with pytest.raises(RequestInvalid) as invalid:
+        listing.newest_first(fetch, [TRAINING_RUN], 1, cursor, {"status": "TIMED_OUT"})
+    assert invalid.value.problems == [{
+        "pointer": "/next_token", "message": "was returned for other filters (none): send the "
+        "same filters with it, or leave it out to start again"}]
+    # A cursor for state machines outside this query is not this query's either.
+    with pytest.raises(RequestInvalid, match="not a token this API returned"):
+        listing.newest_first(fetch, [CAMPAIGN_FANOUT], 1, cursor, {"status": None})
+    page, _ = listing.newest_first(fetch, [TRAINING_RUN], 1, cursor, {"status": None})
+    assert [e["name"] for _, e in page] == ["t1"]

@@ -25,6 +25,11 @@ class RequestInvalid(TrainGridError):
         super().__init__(f"Invalid {source} ({len(problems)} problem(s)): {listed}")
 
 
+class DatasetNotPermitted(RequestInvalid):
+    """The dataset is outside the stack's data bucket, the only one its roles may read (the
+    API answers 403; a manifest naming it is rejected like any invalid one)."""
+
+
 class NotFound(TrainGridError):
     """What the caller named does not exist (the API answers 404)."""
 
@@ -84,6 +89,10 @@ class ExportTimedOut(TrainGridError):
 
 class ArchiveIncomplete(TrainGridError):
     """The export reported success but S3 does not hold what it exported."""
+
+
+class InvalidPageToken(TrainGridError):
+    """A service refused a page token: not one it issued, or issued for another query."""
 
 
 class ResourceNotFound(TrainGridError):

@@ -10,6 +10,7 @@ API function: reads, the bulk of its requests, never need it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 HEADER = "Idempotency-Key"
 IDEMPOTENCY_HOURS = 24
 MAX_KEY_LENGTH = 255
+# Visible ASCII, spaces only inside: what survives HTTP unchanged (a field value's outer
+# whitespace is stripped). The OpenAPI document declares the same pattern.
+KEY_PATTERN = re.compile(r"[!-~]([ -~]*[!-~])?")
 
 
 def key_of(headers: dict[str, str]) -> str | None:
@@ -29,9 +33,10 @@ def key_of(headers: dict[str, str]) -> str | None:
     key = headers.get(HEADER)
     if key is None:
         return None
-    if not 0 < len(key) <= MAX_KEY_LENGTH or not key.isprintable():
+    if len(key) > MAX_KEY_LENGTH or not KEY_PATTERN.fullmatch(key):
         raise RequestInvalid([{"pointer": "", "message": f"the {HEADER} header must be 1-"
-                               f"{MAX_KEY_LENGTH} printable characters"}], "request headers")
+                               f"{MAX_KEY_LENGTH} visible ASCII characters (spaces only "
+                               "inside)"}], "request headers")
     return key
 
 

@@ -7,12 +7,14 @@ from contextlib import contextmanager
 
 from botocore.exceptions import ClientError
 
-from traingrid.errors import AwsServiceError, ResourceNotFound
+from traingrid.errors import AwsServiceError, InvalidPageToken, ResourceNotFound
 
 NOT_FOUND_CODES = frozenset({
     "NoSuchKey", "NoSuchBucket", "404", "FileSystemNotFound", "DataRepositoryTaskNotFound",
     "ResourceNotFoundException", "ExecutionDoesNotExist", "StateMachineDoesNotExist",
 })
+
+INVALID_TOKEN_CODES = frozenset({"InvalidToken", "InvalidNextToken", "InvalidPaginationToken"})
 
 
 @contextmanager
@@ -24,4 +26,6 @@ def translated(service: str, operation: str) -> Iterator[None]:
         message = error.response.get("Error", {}).get("Message", str(error))
         if code in NOT_FOUND_CODES:
             raise ResourceNotFound(f"{service}.{operation}: {code}: {message}") from error
+        if code in INVALID_TOKEN_CODES:
+            raise InvalidPageToken(f"{service}.{operation}: {code}: {message}") from error
         raise AwsServiceError(service, operation, code, message) from error

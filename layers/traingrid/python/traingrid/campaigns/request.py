@@ -9,10 +9,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from traingrid.campaigns.model import PLACEMENTS
-from traingrid.training.request import RUN_NAME_PATTERN, check_run_name
+from traingrid.training.request import RUN_NAME_PATTERN, check_run_name, integral
 
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
@@ -44,8 +51,8 @@ class FanoutRequest(BaseModel):
         default=None, description="SageMaker instance type, like ml.p3.16xlarge.",
         json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN},
     )
-    instance_count: int | None = Field(default=None, ge=1, le=500,
-                                       description="Instances of each region's job.")
+    instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
+        default=None, description="Instances of each region's job.")
     hyperparameters: dict[HyperparameterName, str | int | float] = Field(
         default_factory=dict, max_length=100,
         description="Merged over the campaign's hyper-parameters, the same in every region.",

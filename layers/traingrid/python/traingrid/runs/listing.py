@@ -3,7 +3,9 @@
 Step Functions lists each state machine's executions newest first, page by page. A page of
 runs merges the heads of those lists; its cursor remembers, for each state machine, the page
 it was reading and how many of its executions were shown, so the next page goes on exactly
-where this one stopped. The cursor is opaque to clients (URL-safe base64 of JSON).
+where this one stopped. The cursor is opaque to clients (URL-safe base64 of JSON), and carries
+the filters it was issued for: a cursor sent with other filters, or that no page issued, is
+refused (``/next_token``) instead of reaching Step Functions.
 """
 
 from __future__ import annotations
@@ -43,32 +45,52 @@ class _Source:
         return [self.token, self.index]
 
 
-def encode_cursor(size: int, positions: dict[str, list[Any] | None]) -> str | None:
+def invalid_cursor(why: str) -> RequestInvalid:
+    return RequestInvalid([{"pointer": "/next_token", "message": why}], "query")
+
+
+def encode_cursor(size: int, positions: dict[str, list[Any] | None],
+                  filters: dict[str, str | None]) -> str | None:
     if all(p is None for p in positions.values()):
         return None
-    text = json.dumps({"size": size, "at": positions}, separators=(",", ":"))
+    text = json.dumps({"size": size, "at": positions, "filters": filters},
+                      separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[int, dict[str, list[Any] | None]]:
+def decode_cursor(cursor: str, keys: list[str], filters: dict[str, str | None]
+                  ) -> tuple[int, dict[str, list[Any] | None]]:
+    """The page size and positions of a cursor issued for ``filters`` over ``keys``."""
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return int(data["size"]), dict(data["at"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise RequestInvalid([{"pointer": "/next_token",
-                               "message": "is not a token this API returned"}],
-                             "query") from None
+        size, positions, issued_for = int(data["size"]), dict(data["at"]), data["filters"]
+        valid = (1 <= size <= 1000 and set(positions) <= set(keys) and all(
+            p is None or (isinstance(p, list) and len(p) == 2
+                          and (p[0] is None or isinstance(p[0], str)) and isinstance(p[1], int))
+            for p in positions.values()))
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        valid, issued_for = False, None
+    if not valid:
+        raise invalid_cursor("is not a token this API returned")
+    if issued_for != filters:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(issued_for.items()) if v) or "none"
+        raise invalid_cursor(f"was returned for other filters ({shown}): send the same "
+                             "filters with it, or leave it out to start again")
+    return size, positions
 
 
-def newest_first(fetch: FetchPage, keys: list[str], limit: int,
-                 cursor: str | None = None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+def newest_first(fetch: FetchPage, keys: list[str], limit: int, cursor: str | None = None,
+                 filters: dict[str, str | None] | None = None
+                 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
     """Up to ``limit`` executions of the state machines ``keys``, newest first, as
-    ``(key, execution)``; and the cursor of the next page (None after the last one)."""
+    ``(key, execution)``; and the cursor of the next page (None after the last one).
+    ``filters`` are those the caller applies (the cursor is valid with them only)."""
+    filters = filters or {}
     positions: dict[str, list[Any] | None]
     if cursor is None:
         size, positions = limit, {key: [None, 0] for key in keys}
     else:
-        size, positions = decode_cursor(cursor)
+        size, positions = decode_cursor(cursor, keys, filters)
     sources = []
     for key in keys:
         position = positions.get(key)
@@ -89,4 +111,4 @@ def newest_first(fetch: FetchPage, keys: list[str], limit: int,
             newest.items, newest.next_token = fetch(newest.key, newest.token, size)
             newest.index = 0
     after = {key: None for key in keys} | {s.key: s.position for s in sources}
-    return taken, encode_cursor(size, after)
+    return taken, encode_cursor(size, after, filters)

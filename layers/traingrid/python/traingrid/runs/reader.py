@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from traingrid.aws import batch, logs, s3, stepfunctions
-from traingrid.errors import ResourceNotFound, RunNotFound
+from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound
 from traingrid.runs import listing
 from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
 from traingrid.settings import ApiSettings
@@ -52,9 +52,13 @@ class RunReader:
 
         def fetch(key: str, token: str | None, size: int
                   ) -> tuple[list[dict[str, Any]], str | None]:
-            return stepfunctions.list_executions(self.machines[key], size, token, status)
+            try:
+                return stepfunctions.list_executions(self.machines[key], size, token, status)
+            except InvalidPageToken:
+                raise listing.invalid_cursor("is not a token this API returned") from None
 
-        runs, next_token = listing.newest_first(fetch, keys, limit, cursor)
+        runs, next_token = listing.newest_first(
+            fetch, keys, limit, cursor, {"pipeline": pipeline, "status": status})
         return {"runs": [summary(key, execution) for key, execution in runs],
                 "next_token": next_token}
 

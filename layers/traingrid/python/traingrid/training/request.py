@@ -7,11 +7,18 @@ test keeps the two equal.
 from __future__ import annotations
 
 import re
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from traingrid.errors import RequestInvalid
+from traingrid.errors import DatasetNotPermitted
 from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
 
 # The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
@@ -22,6 +29,15 @@ DEFAULT_EXTRA_MPI_PARAMS = (
 S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 # Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+
+
+def integral(value: Any) -> Any:
+    """271.0 is the integer 271 to JSON Schema; 271.5 stays a float, and is refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON Schema reads one: a number with no fractional part.
+JsonInteger = Annotated[int, BeforeValidator(integral)]
 
 
 def check_run_name(value: str | None) -> str | None:
@@ -44,24 +60,23 @@ class FsxOptions(_Strict):
         default=DeploymentType.SCRATCH_2,
         description="FSx for Lustre deployment type (hydrated from S3 with ImportPath).",
     )
-    storage_capacity_gib: int | None = Field(
+    storage_capacity_gib: Annotated[
+        int, Field(ge=1200, le=1_000_000), BeforeValidator(integral)] | None = Field(
         default=None,
-        ge=1200,
-        le=1_000_000,
         description="Storage capacity; by default sized from the dataset, rounded up to a "
         "valid increment (1200, 2400, then steps of 2400 GiB, or 3600 for SCRATCH_1).",
     )
 
 
 class Timeouts(_Strict):
-    hydrate_minutes: int = Field(default=60, ge=5, le=24 * 60)
-    runnable_minutes: int = Field(
+    hydrate_minutes: JsonInteger = Field(default=60, ge=5, le=24 * 60)
+    runnable_minutes: JsonInteger = Field(
         default=30, ge=1, le=7 * 24 * 60,
         description="How long the job may wait for capacity (RUNNABLE) before it is "
         "terminated and the run fails with a diagnosis.",
     )
     training_hours: float = Field(default=72, gt=0, le=14 * 24)
-    archive_minutes: int = Field(default=120, ge=5, le=24 * 60)
+    archive_minutes: JsonInteger = Field(default=120, ge=5, le=24 * 60)
 
 
 class TrainingRunRequest(_Strict):
@@ -74,7 +89,9 @@ class TrainingRunRequest(_Strict):
 
     dataset: str = Field(
         max_length=1024,
-        description="S3 URI of the dataset prefix that hydrates the file system.",
+        description="S3 URI of the dataset prefix that hydrates the file system. It must be in "
+        "the stack's data bucket (stack output DataBucketName), the only bucket TrainGrid's "
+        "roles may read: another bucket is refused (the API answers 403).",
         json_schema_extra={"pattern": S3_PREFIX_PATTERN},
     )
     name: str | None = Field(
@@ -82,15 +99,21 @@ class TrainingRunRequest(_Strict):
         description="Run name (execution and job name); derived from the trigger when absent.",
         json_schema_extra={"pattern": RUN_NAME_PATTERN},
     )
-    nodes: int = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
+    nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
     instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
         default="p3.16xlarge", description="EC2 instance type of every node."
     )
-    batch_size: int = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
-    epochs: int = Field(default=90, ge=1, le=10_000)
-    warmup_epochs: int = Field(default=10, ge=0, le=10_000)
+    batch_size: JsonInteger = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
+    epochs: JsonInteger = Field(default=90, ge=1, le=10_000,
+                                description="Epochs to train; more than warmup_epochs.")
+    warmup_epochs: JsonInteger = Field(
+        default=10, ge=0, le=10_000,
+        description="Epochs of linear learning-rate warmup; fewer than epochs.")
     lr_decay_mode: Literal["poly", "cosine", "step", "linear"] = "poly"
-    extra_mpi_params: str = Field(default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096)
+    extra_mpi_params: str = Field(
+        default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096,
+        description="Options added to the mpirun line (passed as arguments, never to a shell).",
+        json_schema_extra={"pattern": MPI_PARAMS_PATTERN.pattern})
     fsx: FsxOptions = Field(default_factory=FsxOptions)
     timeouts: Timeouts = Field(default_factory=Timeouts)
 
@@ -133,7 +156,7 @@ class TrainingRunRequest(_Strict):
 def require_data_bucket(request: TrainingRunRequest, data_bucket: str) -> None:
     """TrainGrid hydrates file systems from its own data bucket only."""
     if request.bucket != data_bucket:
-        raise RequestInvalid([{
+        raise DatasetNotPermitted([{
             "pointer": "/dataset",
             "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
                        f"s3://{request.bucket}/ is not its data bucket",

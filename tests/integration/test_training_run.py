@@ -171,7 +171,7 @@ def test_invalid_manifest_is_rejected_and_nothing_starts(run_scenario, load_even
 def test_dataset_outside_the_data_bucket_is_refused(run_scenario):
     outcome = run_scenario("happy", manifest={"dataset": "s3://someone-elses-bucket/data/"})
     execution = outcome.execution
-    assert (execution["status"], execution["error"]) == ("FAILED", "RequestInvalid")
+    assert (execution["status"], execution["error"]) == ("FAILED", "DatasetNotPermitted")
     assert f"s3://{DEMO_BUCKET}/ only" in execution["cause"]
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from traingrid_trainer.train import main
+
+sys.exit(main())

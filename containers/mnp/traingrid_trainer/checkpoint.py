@@ -1,0 +1,54 @@
+"""A checkpoint per epoch in the run's directory on the file system; resume from the newest.
+
+Rank 0 writes ``epoch-NNNN.pt`` atomically (a partial file is never the newest) and keeps the
+last ``KEEP``; every rank reads the newest at start, so a resubmitted job goes on where its
+last attempt stopped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+KEEP = 3
+NAME = re.compile(r"epoch-(\d{4,})\.pt")
+
+
+@dataclass(frozen=True)
+class Resumed:
+    epoch: int  # epochs already trained
+    path: Path
+
+
+def newest(directory: Path) -> Path | None:
+    found = [(int(m.group(1)), p) for p in directory.glob("epoch-*.pt")
+             if (m := NAME.fullmatch(p.name))]
+    return max(found)[1] if found else None
+
+
+def save(directory: Path, epoch: int, model: torch.nn.Module,
+         optimizer: torch.optim.Optimizer) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"epoch-{epoch:04d}.pt"
+    partial = directory / f".{path.name}.partial"
+    torch.save({"epoch": epoch, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict()}, partial)
+    partial.replace(path)
+    for old in sorted(directory.glob("epoch-*.pt"))[:-KEEP]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def resume(directory: Path, model: torch.nn.Module,
+           optimizer: torch.optim.Optimizer) -> Resumed | None:
+    path = newest(directory)
+    if path is None:
+        return None
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return Resumed(int(state["epoch"]), path)

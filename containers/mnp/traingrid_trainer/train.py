@@ -1,0 +1,180 @@
+"""The training loop: set up the ranks, check the all-reduce, resume, train, checkpoint every
+epoch, log throughput every N steps, evaluate and write metrics.json."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from traingrid_node.metrics import metrics_document, write_metrics
+
+from traingrid_trainer import checkpoint, data
+from traingrid_trainer.config import TrainConfig, parse_args
+from traingrid_trainer.model import resnet50
+from traingrid_trainer.schedule import Schedule
+from traingrid_trainer.world import World, detect_world
+
+EXIT_FAILED_RANK = 3
+EXIT_NO_DATA = 66  # EX_NOINPUT
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+
+Batches = Iterator[tuple[torch.Tensor, torch.Tensor]]
+
+
+def log(world: World, message: str, every_rank: bool = False) -> None:
+    if world.is_main or every_rank:
+        print(f"[trainer rank {world.rank}/{world.size}] {message}", flush=True)
+
+
+def check_allreduce(world: World, device: torch.device) -> bool:
+    """Every rank contributes rank + 1: the sum is 1 + 2 + ... + size on every rank."""
+    if world.size == 1:
+        return True
+    value = torch.tensor([float(world.rank + 1)], device=device)
+    dist.all_reduce(value)
+    return int(value.item()) == world.size * (world.size + 1) // 2
+
+
+def batches_for(cfg: TrainConfig, world: World, device: torch.device) -> Batches:
+    if cfg.synthetic:
+        return data.synthetic_batches(cfg.batch_size, cfg.image_size, device, world.rank)
+    loader = data.dataset_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
+                                  cfg.image_size, cfg.loader_workers)
+    return ((images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
+            for images, labels in loader)
+
+
+def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
+             device: torch.device) -> float | None:
+    """Top-1 accuracy on the validation shards (each rank its share), or None without any."""
+    if cfg.synthetic or not data.shards(cfg.data_dir, data.VALIDATION_PATTERN):
+        return None
+    model.eval()
+    counts = torch.zeros(2, device=device)
+    loader = data.dataset_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
+                                  cfg.image_size, cfg.loader_workers, train=False)
+    with torch.no_grad():
+        for images, labels in loader:
+            predicted = model(images.to(device)).argmax(dim=1)
+            counts[0] += (predicted == labels.to(device)).sum()
+            counts[1] += labels.numel()
+    if world.size > 1:
+        dist.all_reduce(counts)
+    return round(float(counts[0] / counts[1]), 4) if counts[1] else None
+
+
+def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
+                step_once: Callable[[float], float], schedule: Schedule) -> list[float]:
+    """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window."""
+    rates = []
+    window_start, window_steps = time.perf_counter(), 0
+    for step in range(steps_per_epoch):
+        lr = schedule.lr(epoch + step / steps_per_epoch)
+        loss = step_once(lr)
+        window_steps += 1
+        if window_steps == cfg.log_every or step + 1 == steps_per_epoch:
+            rate = window_steps * cfg.batch_size * world.size / (time.perf_counter()
+                                                                  - window_start)
+            rates.append(rate)
+            log(world, f"epoch {epoch + 1}/{cfg.epochs} step {step + 1}/{steps_per_epoch} "
+                       f"loss {loss:.4f} lr {lr:.5f} images/s {rate:.1f} "
+                       f"({rate / world.size:.1f} per GPU)")
+            window_start, window_steps = time.perf_counter(), 0
+    return rates
+
+
+def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
+    allreduce_ok = check_allreduce(world, device)
+    log(world, f"all-reduce over {world.size} rank(s): {'ok' if allreduce_ok else 'WRONG'}")
+    if cfg.fail_rank == world.rank:
+        log(world, f"failing as asked (--fail_rank {world.rank})", every_rank=True)
+        return EXIT_FAILED_RANK
+    torch.manual_seed(0)  # the same initial weights on every rank
+    model = resnet50().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.base_lr, momentum=cfg.momentum,
+                                weight_decay=cfg.weight_decay)
+    resumed = checkpoint.resume(cfg.checkpoint_dir, model, optimizer)
+    start = resumed.epoch if resumed else 0
+    if resumed:
+        log(world, f"resuming after epoch {start} from {resumed.path}")
+    network: nn.Module = model
+    if world.size > 1:
+        network = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    global_batch = cfg.batch_size * world.size
+    schedule = Schedule(cfg.base_lr, global_batch, cfg.epochs, cfg.warmup_epochs,
+                        cfg.lr_decay_mode)
+    steps_per_epoch = cfg.steps_per_epoch or max(1, cfg.train_images // global_batch)
+    batches = batches_for(cfg, world, device)
+    cuda = device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda", enabled=cuda)
+    loss_of = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+    rates: list[float] = []
+    epoch_seconds: list[float] = []
+    steps = 0
+
+    def step_once(lr: float) -> float:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        images, labels = next(batches)
+        with torch.autocast(device.type, dtype=torch.float16, enabled=cuda):
+            loss = loss_of(network(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return float(loss.detach())
+
+    log(world, f"training epochs {start + 1}-{cfg.epochs}, {steps_per_epoch} steps each, "
+               f"global batch {global_batch}, peak lr {schedule.peak_lr:g} "
+               f"({cfg.lr_decay_mode}, {cfg.warmup_epochs} warmup)")
+    for epoch in range(start, cfg.epochs):
+        network.train()
+        epoch_start = time.perf_counter()
+        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule)
+        steps += steps_per_epoch
+        epoch_seconds.append(time.perf_counter() - epoch_start)
+        if world.is_main:
+            saved = checkpoint.save(cfg.checkpoint_dir, epoch + 1, model, optimizer)
+            log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
+    top1 = evaluate(cfg, world, model, device)
+    if world.is_main:
+        path = write_metrics(cfg.output_dir, metrics_document(
+            world_size=world.size, device=device.type, epochs=cfg.epochs, steps=steps,
+            global_batch=global_batch,
+            images_per_second=statistics.median(rates) if rates else 0.0,
+            epoch_seconds=epoch_seconds, allreduce_ok=allreduce_ok, synthetic=cfg.synthetic,
+            resumed_from=str(resumed.path) if resumed else None, top1_accuracy=top1))
+        log(world, f"wrote {path}")
+    return 0 if allreduce_ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    world = detect_world(os.environ)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", world.local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    if world.size > 1:
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=world.init_method,
+                                rank=world.rank, world_size=world.size,
+                                timeout=COLLECTIVE_TIMEOUT)
+    try:
+        return train(cfg, world, device)
+    except data.MissingData as exc:
+        log(world, f"error: {exc}", every_rank=True)
+        return EXIT_NO_DATA
+    finally:
+        if world.size > 1 and dist.is_initialized():
+            dist.destroy_process_group()

@@ -10,13 +10,17 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 # checkov brings heavy dependencies of its own, so it has a venv of its own too.
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
+# The trainer's CPU build of PyTorch is large, so it has a venv of its own too.
+TRAINER_VENV := .venv-trainer
+TRAINER_REQUIREMENTS := containers/mnp/requirements-cpu.txt
+NODES ?= 3
 PYTEST_ARGS ?=
 # The suite spends much of its time waiting on simulated clocks, so it runs a worker per core;
 # an idle worker takes tests queued for a busy one (every test stands on its own).
 PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
-	schema bench faults clean
+	schema bench faults clean openmpi trainer-test mpi-smoke
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -28,6 +32,8 @@ help:
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
 	@echo "make bench           measure cold starts, planning 10,000 datasets, the demo"
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
+	@echo "make trainer-test    the trainer's tests, on the CPU"
+	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
 
 install: $(VENV)/.installed
 
@@ -48,10 +54,25 @@ $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
 	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
+$(TRAINER_VENV)/.installed: $(TRAINER_REQUIREMENTS)
+	$(PYTHON) -m venv $(TRAINER_VENV)
+	$(TRAINER_VENV)/bin/pip install --quiet --upgrade pip==25.3
+	$(TRAINER_VENV)/bin/pip install --quiet -r $(TRAINER_REQUIREMENTS)
+	touch $@
+
+# Open MPI 4.1, the major version of the node image's (Debian's openmpi-bin), unless one is here.
+openmpi:
+	@command -v mpirun >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+			-y -qq --no-install-recommends openmpi-bin >/dev/null; }
+	@mpirun --version | head -n 1
+
 demo: install
 	$(BIN)/traingrid demo
 
-test: install lint typecheck template-check security-check
+test: install lint typecheck template-check security-check trainer-test
+	$(MAKE) mpi-smoke NODES=2
 	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
 
 unit: install
@@ -78,6 +99,15 @@ security-check: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 	$(CHECKOV) --quiet --compact --skip-download --framework cloudformation \
 		--file template.yaml --file regional/template.yaml
 
+# The trainer and its tests need only the trainer's venv (and mpirun for the multi-rank ones).
+trainer-test: openmpi $(TRAINER_VENV)/.installed
+	cd containers/mnp && ../../$(TRAINER_VENV)/bin/pytest $(PYTEST_ARGS)
+
+# FAIL_RANK=K makes rank K exit 3; the smoke then exits 3 too.
+mpi-smoke: openmpi $(TRAINER_VENV)/.installed
+	PYTHONPATH=containers/mnp $(TRAINER_VENV)/bin/python containers/mnp/mpi_smoke.py \
+		--nodes $(NODES)
+
 sam-build: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml
 
@@ -91,4 +121,4 @@ schema: install
 	$(BIN)/python -m traingrid_local.schemas write
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(TRAINER_VENV) .aws-sam .pytest_cache .ruff_cache

@@ -6,6 +6,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from traingrid_node.config import ArchiveConfig, FsxConfig, archive_name, parse_config
 from traingrid_node.gpus import detect_gpus
 from traingrid_node.host import build_mount_command, sshd_wanted
@@ -95,16 +96,22 @@ def test_mpirun_command_matches_reference_flags() -> None:
         "16",
         "--hostfile",
         "/tmp/hostfile",
-        "-bind-to",
+        "--mca",
+        "plm_rsh_no_tree_spawn",
+        "1",
+        "--bind-to",
         "socket",
-        "-map-by",
+        "--map-by",
         "slot",
-        "-mca",
+        "--mca",
         "pml",
         "ob1",
-        "-mca",
+        "--mca",
         "btl",
         "^openib",
+        "--mca",
+        "btl_tcp_if_include",
+        "eth0",
         "-x",
         "NCCL_SOCKET_IFNAME=^lo,docker0",
         "-x",
@@ -429,8 +436,7 @@ def test_sshd_only_for_multi_node_mpirun() -> None:
 
 
 def test_the_node_writes_the_output_index_the_archive_check_reads() -> None:
-    from traingrid_node import config
-
     from traingrid.training import archive
+    from traingrid_node import config
 
     assert config.OUTPUT_INDEX == archive.OUTPUT_INDEX

@@ -22,6 +22,13 @@ DEFAULT_RENDEZVOUS_PORT = 29400
 DEFAULT_RENDEZVOUS_TIMEOUT = 600.0
 DEFAULT_BIND_ADDRESS = "0.0.0.0"
 DEFAULT_NCCL_SOCKET_IFNAME = "^lo,docker0"
+DEFAULT_INTERFACE = "eth0"  # the node's network interface, for MPI's TCP traffic
+# What every rank reads from the job's environment (the trainer's defaults, where to meet)...
+FORWARDED_VARIABLES = ("JOB_DIR", "OUTPUT_DIR", "SCRATCH_DIR", "EPOCHS", "BATCH_SIZE",
+                       "WARMUP_EPOCHS", "LR_DECAY_MODE", "TRAINGRID_RUN",
+                       "TRAINGRID_MAIN_ADDRESS", "PYTHONPATH")
+# ...and the fabric's settings (EFA's libfabric, NCCL).
+FORWARDED_PREFIXES = ("FI_", "NCCL_")
 DEFAULT_HOSTFILE = "/tmp/traingrid/hostfile"
 DEFAULT_FSX_MOUNT_POINT = "/fsx"
 DEFAULT_TORCHRUN_PORT = 29500
@@ -97,6 +104,7 @@ class NodeConfig:
     extra_mpi_params: tuple[str, ...] = ()
     mpi_gpus: int | None = None
     nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME
+    interface: str = DEFAULT_INTERFACE
     hostfile: Path = Path(DEFAULT_HOSTFILE)
     torchrun_port: int = DEFAULT_TORCHRUN_PORT
     kill_grace: float = DEFAULT_KILL_GRACE
@@ -231,6 +239,7 @@ def _parse_launch(env: Mapping[str, str], argv: Sequence[str]) -> dict[str, Any]
         "extra_mpi_params": _env_command(env, "EXTRA_MPI_PARAMS"),
         "mpi_gpus": parse_int("MPI_GPUS", raw_mpi_gpus, 1) if raw_mpi_gpus else None,
         "nccl_socket_ifname": _get(env, "NCCL_SOCKET_IFNAME") or DEFAULT_NCCL_SOCKET_IFNAME,
+        "interface": _get(env, "TRAINGRID_INTERFACE") or DEFAULT_INTERFACE,
         "hostfile": Path(_get(env, "TRAINGRID_HOSTFILE") or DEFAULT_HOSTFILE),
         "torchrun_port": _env_int(env, "TRAINGRID_TORCHRUN_PORT", DEFAULT_TORCHRUN_PORT, 1, 65535),
         "kill_grace": _env_seconds(env, "TRAINGRID_KILL_GRACE", DEFAULT_KILL_GRACE),

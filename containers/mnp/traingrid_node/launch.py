@@ -12,7 +12,10 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from traingrid_node.config import (
+    DEFAULT_INTERFACE,
     DEFAULT_NCCL_SOCKET_IFNAME,
+    FORWARDED_PREFIXES,
+    FORWARDED_VARIABLES,
     POLL_INTERVAL,
     TORCHRUN,
     NodeConfig,
@@ -43,8 +46,20 @@ def build_mpirun_command(
     num_processes: int,
     train_command: Sequence[str],
     nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME,
+    interface: str = DEFAULT_INTERFACE,
+    forwarded: Sequence[str] = (),
     extra_mpi_params: Sequence[str] = (),
 ) -> list[str]:
+    """The seed's mpirun line, for the Open MPI 4.1 the image ships (``make mpi-smoke`` runs it).
+
+    Options are spelled with two dashes (``--bind-to``, ``--mca``), which Open MPI 4.1 takes
+    and 5.x requires (5.x refuses the seed's ``-bind-to socket``). The main node starts every
+    node's daemon itself (``plm_rsh_no_tree_spawn``: the workers cannot ssh to each other
+    before they have joined), and MPI's own TCP traffic stays on ``interface``. ``forwarded``
+    names variables of this node's environment that every rank needs (``-x NAME``: ranks on
+    other nodes are started through ssh, which does not carry the job's environment).
+    """
+    forward = [arg for name in forwarded for arg in ("-x", name)]
     return [
         "mpirun",
         "--allow-run-as-root",
@@ -52,25 +67,41 @@ def build_mpirun_command(
         str(num_processes),
         "--hostfile",
         str(hostfile),
-        "-bind-to",
+        "--mca",
+        "plm_rsh_no_tree_spawn",
+        "1",
+        "--bind-to",
         "socket",
-        "-map-by",
+        "--map-by",
         "slot",
-        "-mca",
+        "--mca",
         "pml",
         "ob1",
-        "-mca",
+        "--mca",
         "btl",
         "^openib",
+        "--mca",
+        "btl_tcp_if_include",
+        interface,
         "-x",
         f"NCCL_SOCKET_IFNAME={nccl_socket_ifname}",
         "-x",
         "LD_LIBRARY_PATH",
         "-x",
         "PATH",
+        *forward,
         *extra_mpi_params,
         *train_command,
     ]
+
+
+def forwarded_variables(env: Mapping[str, str]) -> list[str]:
+    """The job's variables the ranks read, and the fabric's (``FI_*``, ``NCCL_*``), as set
+    on this node; ``NCCL_SOCKET_IFNAME`` is passed with its value already."""
+    names = [name for name in FORWARDED_VARIABLES if name in env]
+    fabric = sorted(name for name in env if name.startswith(FORWARDED_PREFIXES)
+                    and name != "NCCL_SOCKET_IFNAME")
+    return names + fabric
 
 
 def build_torchrun_command(
@@ -198,5 +229,7 @@ def launch_command(
         num_processes=num_processes,
         train_command=cfg.train_command,
         nccl_socket_ifname=cfg.nccl_socket_ifname,
+        interface=cfg.interface,
+        forwarded=forwarded_variables(launcher_env(cfg, node_rank, main_address)),
         extra_mpi_params=cfg.extra_mpi_params,
     )

@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from traingrid_node.metrics import metrics_document, write_metrics
 
+from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_trainer import checkpoint, data
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50

@@ -42,7 +42,7 @@ def test_demo_prints_a_readable_report(tmp_path):
     assert result.exit_code == 0, result.output
     assert "SUCCEEDED" in result.stdout
     assert "Leaked resources: none" in result.stdout
-    assert "model/final.ckpt" in result.stdout
+    assert "model/final.pt" in result.stdout
 
 
 def test_demo_with_a_rejected_manifest_exits_non_zero_with_the_reason(tmp_path):

@@ -13,6 +13,7 @@ from moto.fsx.models import fsx_backends
 from traingrid_local.emulator import batch
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
+from traingrid_node.metrics import problems
 
 from .conftest import StartEmulator
 from .helpers import (
@@ -178,14 +179,16 @@ def test_a_finished_job_writes_its_outputs_to_its_file_system(
 
     assert job["status"] == "SUCCEEDED"
     assert sorted(files) == [
-        *[f"runs/r7/checkpoints/latest.data-{i:05d}-of-00008" for i in range(8)],
-        "runs/r7/checkpoints/latest.index",
+        *[f"runs/r7/checkpoints/epoch-{e:04d}.pt" for e in (88, 89, 90)],
         "runs/r7/logs/main-node.log",
         "runs/r7/metrics.json",
-        "runs/r7/model/final.ckpt",
+        "runs/r7/model/final.pt",
     ]
     metrics = json.loads(files["runs/r7/metrics.json"])
-    assert metrics["gpus"] == 16 and metrics["epochs"] == 90
+    # The trainer's contract, which the stand-in honours as the trainer does.
+    assert problems(metrics) == []
+    assert metrics["world_size"] == 16 and metrics["epochs"] == 90
+    assert metrics["images_per_second_per_gpu"] == 625
     assert "exit code 0" in files["runs/r7/logs/main-node.log"].decode()
 
 
@@ -197,7 +200,7 @@ def test_a_failed_job_leaves_its_log_and_checkpoint_but_no_model(
     job, files = _run_outputs(emulator, "r8")
 
     assert job["status"] == "FAILED"
-    assert "runs/r8/checkpoints/latest.index" in files
+    assert "runs/r8/checkpoints/epoch-0001.pt" in files
     assert "runs/r8/logs/main-node.log" in files
     assert not any(name.startswith("runs/r8/model/") for name in files)
     assert "exit code 1" in files["runs/r8/logs/main-node.log"].decode()
@@ -211,7 +214,7 @@ def test_a_job_with_no_training_time_still_writes_its_outputs(
     job, files = _run_outputs(emulator, "r0")
 
     assert job["status"] == "SUCCEEDED"
-    assert "runs/r0/model/final.ckpt" in files
+    assert "runs/r0/model/final.pt" in files
 
 
 def test_p3_instances_can_be_launched_by_a_compute_environment(emulator: Emulator) -> None:

@@ -29,7 +29,7 @@ def test_happy_path_trains_archives_and_releases(run_scenario):
     assert execution["state_machine"] == "TrainingRun"
     assert execution["name"].startswith("imagenet2012-resized-")
     assert execution["simulated_seconds"] >= 3600
-    assert {"model/final.ckpt", "metrics.json", "logs/main-node.log"} <= artifact_names(outcome)
+    assert {"model/final.pt", "metrics.json", "logs/main-node.log"} <= artifact_names(outcome)
     manifest_uri = execution["output"]["manifest"]
     bucket, key = manifest_uri.removeprefix("s3://").split("/", 1)
     manifest = json.loads(outcome.emulator.client("s3").get_object(Bucket=bucket, Key=key)[
@@ -92,7 +92,7 @@ def test_training_failure_is_explained_archived_and_released(run_scenario):
     assert "main node 0 exited with code 1" in execution["cause"]
     assert "Check the training logs" in execution["cause"]
     names = artifact_names(outcome)
-    assert "logs/main-node.log" in names and "model/final.ckpt" not in names
+    assert "logs/main-node.log" in names and "model/final.pt" not in names
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
     record = outcome.record
     assert (record["status"], record["error"]) == ("FAILED", "TrainingJobFailed")
@@ -108,7 +108,7 @@ def test_outputs_the_job_could_not_export_are_exported_before_the_release(run_sc
     # The host went away before the job could export: the export task archived what it left.
     assert execution["cleanup"]["export_s"] > 0
     names = artifact_names(outcome)
-    assert "checkpoints/latest.index" in names and "outputs.json" not in names
+    assert "checkpoints/epoch-0001.pt" in names and "outputs.json" not in names
     assert "Artifacts archived:" in execution["cause"]
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import run_trainer
-from traingrid_node.metrics import METRICS_FILE, problems
+from traingrid_node.metrics import FINAL_MODEL, METRICS_FILE, problems
 from traingrid_trainer import checkpoint, tfrecord
 from traingrid_trainer.model import resnet50
 
@@ -65,6 +65,7 @@ def test_a_synthetic_run_writes_its_metrics_and_a_second_run_resumes(tmp_path) -
     assert document["resumed_from"] == str(output / "checkpoints" / "epoch-0001.pt")
     assert (document["epochs"], document["steps"], len(document["epoch_seconds"])) == (2, 2, 1)
     assert (output / "checkpoints" / "epoch-0002.pt").is_file()
+    assert (output / FINAL_MODEL).is_file()
 
 
 def write_shards(data_dir: Path, pattern: str, shards: int, per_shard: int) -> None:

@@ -1,5 +1,6 @@
 """The run's metrics.json: what the trainer writes among the outputs, and what the emulator's
-stand-in workload writes in its place. One contract, checked by ``problems``."""
+stand-in workload writes in its place. One contract, checked by ``problems``; and the names of
+the trainer's other outputs, which the stand-in uses too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 METRICS_FILE = "metrics.json"
+# The rest of what the trainer leaves in the output directory.
+CHECKPOINT_DIR = "checkpoints"  # epoch-NNNN.pt, the newest few
+FINAL_MODEL = "model/final.pt"
 
 
 class Metrics(TypedDict):

@@ -1,8 +1,8 @@
 """A checkpoint per epoch in the run's directory on the file system; resume from the newest.
 
 Rank 0 writes ``epoch-NNNN.pt`` atomically (a partial file is never the newest) and keeps the
-last ``KEEP``; every rank reads the newest at start, so a resubmitted job goes on where its
-last attempt stopped.
+last ``KEEP``, and the final weights as ``model/final.pt``; every rank reads the newest at
+start, so a resubmitted job goes on where its last attempt stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from traingrid_node.metrics import FINAL_MODEL
 
 KEEP = 3
 NAME = re.compile(r"epoch-(\d{4,})\.pt")
@@ -40,6 +42,16 @@ def save(directory: Path, epoch: int, model: torch.nn.Module,
     partial.replace(path)
     for old in sorted(directory.glob("epoch-*.pt"))[:-KEEP]:
         old.unlink(missing_ok=True)
+    return path
+
+
+def save_final(output_dir: Path, model: torch.nn.Module) -> Path:
+    """The trained weights alone, for whoever serves or fine-tunes the model."""
+    path = output_dir / FINAL_MODEL
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(model.state_dict(), partial)
+    partial.replace(path)
     return path
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from traingrid_node.metrics import CHECKPOINT_DIR
 from traingrid_trainer.schedule import DECAY_MODES
 
 IMAGENET_TRAIN_IMAGES = 1_281_167
@@ -35,7 +36,7 @@ class TrainConfig:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.output_dir / "checkpoints"
+        return self.output_dir / CHECKPOINT_DIR
 
 
 def _positive(text: str) -> int:

@@ -149,6 +149,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
     top1 = evaluate(cfg, world, model, device)
     if world.is_main:
+        log(world, f"final weights {checkpoint.save_final(cfg.output_dir, model)}")
         path = write_metrics(cfg.output_dir, metrics_document(
             world_size=world.size, device=device.type, epochs=cfg.epochs, steps=steps,
             global_batch=global_batch,

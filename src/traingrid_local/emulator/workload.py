@@ -1,8 +1,10 @@
 """What the emulated training container does: it writes its outputs to the run's FSx file
 system, as the real job writes to ``$OUTPUT_DIR`` on the Lustre mount.
 
-The outputs are small stand-ins (a checkpoint, metrics, the main node's log), enough for the
-archive, its verification and its manifest to work on real files. Like the entrypoint, the main
+The outputs are small stand-ins with the trainer's names (its newest checkpoints, the final
+weights, the main node's log) and its ``metrics.json``, honouring the one contract of
+``traingrid_node.metrics``: enough for the archive, its verification and its manifest to work on
+real files. Like the entrypoint, the main
 node then writes the outputs' index and exports everything to S3 before the job ends.
 """
 
@@ -16,10 +18,13 @@ from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
 from traingrid_local.emulator import faults, fsx
+from traingrid_node.metrics import CHECKPOINT_DIR, FINAL_MODEL, METRICS_FILE, metrics_document
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
-CHECKPOINT_SHARDS = 8
+IMAGENET_TRAIN_IMAGES = 1_281_167
+KEPT_CHECKPOINTS = 3  # as the trainer keeps them
+CHECKPOINT_BYTES = 16 * 1024
 
 
 def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
@@ -29,33 +34,40 @@ def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
     return None
 
 
+def _number(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    return int(raw) if raw.isdigit() else default
+
+
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             ran_seconds: float) -> dict[str, bytes]:
-    """Files (relative to OUTPUT_DIR) a run leaves behind."""
-    gpus = int(env.get("MPI_GPUS", "0") or 0)
+    """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
+    its newest checkpoints, and on success the final weights and ``metrics.json``."""
+    gpus = _number(env, "MPI_GPUS", 0)
+    epochs, batch = _number(env, "EPOCHS", 90), _number(env, "BATCH_SIZE", 256)
     log = [
-        f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} train.py "
-        f"--num_epochs {env.get('EPOCHS')} -b {env.get('BATCH_SIZE')} "
-        f"--lr_decay_mode {env.get('LR_DECAY_MODE')} --warmup_epochs {env.get('WARMUP_EPOCHS')}",
+        f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} python3 -m traingrid_trainer "
+        f"--num_epochs {epochs} -b {batch} --lr_decay_mode {env.get('LR_DECAY_MODE')} "
+        f"--warmup_epochs {env.get('WARMUP_EPOCHS')}",
         f"trained {ran_seconds / 3600:.2f} h at {gpus * IMAGES_PER_SECOND_PER_GPU} images/s",
         f"exit code {exit_code}",
     ]
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     seed = env.get("TRAINGRID_RUN", "run").encode()
-    if ran_seconds > 0:
-        # A sharded checkpoint, as TensorFlow writes it: equal data shards and an index.
-        for shard in range(CHECKPOINT_SHARDS):
-            name = f"checkpoints/latest.data-{shard:05d}-of-{CHECKPOINT_SHARDS:05d}"
-            files[name] = hashlib.sha256(seed + bytes([shard])).digest() * 512
-        files["checkpoints/latest.index"] = hashlib.sha256(seed + b"index").digest() * 8
+    trained = epochs if succeeded else (1 if ran_seconds > 0 else 0)
+    for epoch in range(max(1, trained - KEPT_CHECKPOINTS + 1), trained + 1):
+        digest = hashlib.sha256(seed + epoch.to_bytes(4, "big")).digest()
+        files[f"{CHECKPOINT_DIR}/epoch-{epoch:04d}.pt"] = digest * (CHECKPOINT_BYTES // len(digest))
     if succeeded:
-        files["model/final.ckpt"] = hashlib.sha256(seed + b"final").digest() * 512
-        files["metrics.json"] = json.dumps({
-            "epochs": int(env.get("EPOCHS", "0") or 0),
-            "gpus": gpus,
-            "images_per_second": gpus * IMAGES_PER_SECOND_PER_GPU,
-            "top1_accuracy": 0.759,
-        }).encode()
+        files[FINAL_MODEL] = hashlib.sha256(seed + b"final").digest() * 512
+        global_batch = gpus * batch
+        document = metrics_document(
+            world_size=gpus, device="cuda", epochs=epochs,
+            steps=epochs * (IMAGENET_TRAIN_IMAGES // max(global_batch, 1)),
+            global_batch=global_batch, images_per_second=gpus * IMAGES_PER_SECOND_PER_GPU,
+            epoch_seconds=[ran_seconds / max(epochs, 1)] * epochs, allreduce_ok=True,
+            synthetic=False, top1_accuracy=0.759)
+        files[METRICS_FILE] = json.dumps(document, indent=1).encode()
     return files
 
 

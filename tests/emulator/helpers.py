@@ -131,7 +131,7 @@ def create_batch(emulator: Emulator, num_nodes: int = 4,
             "nodeRangeProperties": [{
                 "targetNodes": "0:",
                 "container": {
-                    "image": "traingrid-mnp:latest", "vcpus": 64, "memory": 491520,
+                    "image": "traingrid-mnp:latest", "vcpus": 64, "memory": 474694,
                     "environment": [{"name": k, "value": v} for k, v in env.items()],
                 },
             }],

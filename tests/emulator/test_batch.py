@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from moto.fsx.models import fsx_backends
 
+from traingrid.training.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
+from traingrid.training.catalog import resource_requirements
 from traingrid_local.emulator import batch
+from traingrid_local.emulator.batch import fits_a_node
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_node.metrics import problems
@@ -334,3 +337,16 @@ def test_a_job_terminated_before_it_started_writes_nothing(
 
     assert describe_job(emulator, job_id)["status"] == "FAILED"
     assert fsx_backends[ACCOUNT_ID][emulator.region].file_systems[fs["FileSystemId"]].files == {}
+
+
+def test_a_job_asking_a_node_for_more_memory_than_it_registers_is_never_placed(
+    emulator: Emulator,
+) -> None:
+    """What a too-large MEMORY does on AWS (the job waits in RUNNABLE); the plan's never does,
+    for any instance type of the catalog."""
+    for name, instance in INSTANCE_TYPES_CATALOG.items():
+        asked = [{k.lower(): v for k, v in r.items()} for r in resource_requirements(instance)]
+        assert fits_a_node(name, asked), name
+    assert not fits_a_node("p3.16xlarge", [{"type": "MEMORY", "value": str(488 * 1024)}])
+    # What the job definition asked before it was sized by the rule.
+    assert not fits_a_node("p3.16xlarge", [{"type": "MEMORY", "value": "491520"}])

@@ -119,6 +119,28 @@ def test_a_dataset_outside_the_data_bucket_is_forbidden_and_says_which_bucket(cl
     assert f"s3://{DEMO_BUCKET}/" in answer.body["problems"][0]["message"]
 
 
+def test_an_instance_type_the_compute_environment_does_not_launch_is_400_listing_those_it_does(
+        client):
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "instance_type": "p3.8xlarge"})
+    assert answer.status == 400, answer.body
+    assert pointers(answer) == ["/instance_type"]
+    assert ("launches only p3.16xlarge, p3dn.24xlarge, p4d.24xlarge; p3.8xlarge"
+            in answer.body["problems"][0]["message"])
+
+
+def test_a_request_may_name_its_own_command_which_is_validated(client):
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "command": []})
+    assert answer.status == 400 and pointers(answer) == ["/command"]
+    answer = client.request("POST", "/runs", {"dataset": DATASET,
+                                              "command": ["python3", "", "bad\narg", 3]})
+    assert answer.status == 400
+    assert sorted(pointers(answer)) == ["/command/1", "/command/2", "/command/3"]
+    answer = client.request("POST", "/runs", {
+        "dataset": DATASET, "name": "own-command",
+        "command": ["python3", "/fsx/code/train.py", "--epochs=2; rm -rf /"]})
+    assert answer.status == 202, answer.body
+
+
 def test_an_integral_number_is_an_integer_as_in_json_schema(client):
     answer = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2.0,
                                               "epochs": 3.0, "warmup_epochs": 0,

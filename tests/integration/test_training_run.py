@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.integration.iam import missing_permissions
+from traingrid.training.request import DEFAULT_TRAIN_COMMAND
 from traingrid_local import report
 from traingrid_local.environment import DEMO_BUCKET
 
@@ -73,6 +74,20 @@ def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):
     assert (env["MPI_GPUS"], env["BATCH_SIZE"]) == ("32", "128")
     assert env["FSX_DNS_NAME"].endswith(".fsx.us-east-1.amazonaws.com")
     assert env["FSX_MOUNT_NAME"] and env["OUTPUT_DIR"] == f"/fsx/runs/{job['jobName']}"
+    # By default every node runs the image's trainer.
+    assert simulated.command == list(DEFAULT_TRAIN_COMMAND)
+
+
+def test_a_request_s_own_command_replaces_the_trainer(run_scenario):
+    command = ["python3", "/fsx/code/train.py", "--epochs", "2"]
+    outcome = run_scenario("happy", manifest={"command": command})
+    assert outcome.execution["status"] == "SUCCEEDED"
+    from moto.batch.models import batch_backends
+
+    job_id = outcome.execution["output"]["job_id"]
+    simulated = batch_backends["123456789012"]["us-east-1"].get_job_by_id(job_id).simulated
+    assert simulated.command == command
+
 
 
 def test_file_system_failure_ends_the_run_and_deletes_it(run_scenario):
@@ -168,11 +183,19 @@ def test_invalid_manifest_is_rejected_and_nothing_starts(run_scenario, load_even
     assert no_file_systems(outcome)
 
 
-def test_dataset_outside_the_data_bucket_is_refused(run_scenario):
-    outcome = run_scenario("happy", manifest={"dataset": "s3://someone-elses-bucket/data/"})
-    execution = outcome.execution
-    assert (execution["status"], execution["error"]) == ("FAILED", "DatasetNotPermitted")
-    assert f"s3://{DEMO_BUCKET}/ only" in execution["cause"]
+def test_what_the_stack_cannot_run_is_rejected_with_every_reason(run_scenario):
+    """A dataset outside the data bucket, and an instance type the compute environment does
+    not launch (it would wait in RUNNABLE until the watchdog): nothing starts."""
+    outcome = run_scenario("happy", manifest={"dataset": "s3://someone-elses-bucket/data/",
+                                              "instance_type": "g5.48xlarge"})
+    assert outcome.report["executions"] == []
+    (rejected,) = outcome.report["rejected_manifests"]
+    problems = {p["pointer"]: p["message"] for p in rejected["problems"]}
+    assert f"s3://{DEMO_BUCKET}/ only" in problems["/dataset"]
+    assert problems["/instance_type"].startswith(
+        "this stack's compute environment launches only p3.16xlarge, p3dn.24xlarge, "
+        "p4d.24xlarge; g5.48xlarge")
+    assert no_file_systems(outcome)
 
 
 @pytest.mark.parametrize("scenario", ["happy", "export-failed", "stuck-runnable"])

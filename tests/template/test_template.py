@@ -20,8 +20,9 @@ from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.campaigns.model import RegionJobStatus, RunStatus
 from traingrid.campaigns.request import FanoutRequest
 from traingrid.settings import ApiSettings
+from traingrid.training.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
 from traingrid.training.plan import job_environment
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.request import DEFAULT_TRAIN_COMMAND, TrainingRunRequest
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,
@@ -416,3 +417,22 @@ def test_every_string_a_choice_compares_is_a_value_of_its_enum():
     assert {c[2] for c in compared} == set(COMPARED_ENUMS), "map each compared path to its enum"
     wrong = [c for c in compared if c[3] not in {m.value for m in COMPARED_ENUMS[c[2]]}]
     assert not wrong, f"compared with a value no enum holds: {wrong}"
+
+
+def test_the_job_definition_runs_the_trainer_sized_to_what_its_node_registers(template):
+    """Its command is the default a plan passes; its resources are the catalog's rule for its
+    instance type (memory above what Batch registers would leave the job RUNNABLE)."""
+    container = (template["Resources"]["TrainingJobDefinition"]["Properties"]["NodeProperties"]
+                 ["NodeRangeProperties"][0]["Container"])
+    assert tuple(container["Command"]) == DEFAULT_TRAIN_COMMAND
+    instance = INSTANCE_TYPES[container["InstanceType"]]
+    assert container["ResourceRequirements"] == resource_requirements(instance)
+    assert job_memory_mib(instance) < instance.memory_mib * 0.975 - 32
+
+
+@pytest.mark.parametrize("instance", INSTANCE_TYPES.values(), ids=INSTANCE_TYPES)
+def test_every_catalog_type_leaves_what_batch_and_ecs_keep(instance):
+    # AWS documents an m4.large registering 7,985 of its 8,192 MiB (97.5%), less 32 MiB that
+    # the AMI keeps for the ECS agent; the rule keeps 5% besides.
+    assert job_memory_mib(instance) <= int(instance.memory_mib * 7985 / 8192) - 32
+    assert instance.memory_mib - job_memory_mib(instance) >= instance.memory_mib * 0.05

@@ -11,7 +11,8 @@ account's default event bus as a "Batch Job State Change" event (detail: the job
 shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-job-failed``
 (main node exits 1 after some training), ``node-lost`` (the main node's host is terminated after
 some training: the job FAILS with no exit code and its outputs are never exported),
-``stuck-runnable``, and ``lost-events`` (no state-change event is ever delivered).
+``stuck-runnable`` (a job never placed, as is one asking a node for more memory than it
+registers), and ``lost-events`` (no state-change event is ever delivered).
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
@@ -61,9 +62,10 @@ class SimulatedJob:
     environment: dict[str, str]
     num_nodes: int
     instance_type: str | None
-    stuck: bool
+    stuck: bool  # never placed: no capacity (fault), or more than a node registers
     fails: bool
     training_seconds: float
+    command: list[str] = field(default_factory=list)
     lost: bool = False  # the main node's host goes away mid-training
     status: str = "SUBMITTED"
     started_at: datetime | None = None
@@ -136,6 +138,7 @@ class SimulatedJob:
         if self.started_at is not None:
             workload.write_outputs(
                 job.backend.account_id, job.backend.region_name, self.environment,
+                command=self.command,
                 succeeded=succeeded, exit_code=exit_code, exports=exports,
                 ran_seconds=(at - self.started_at).total_seconds(),
             )
@@ -180,11 +183,37 @@ def _job_environment(job_definition: JobDefinition, overrides: dict[str, Any]) -
     return env
 
 
-def _instance_type(overrides: dict[str, Any]) -> str | None:
+def _container_value(job_definition: JobDefinition, overrides: dict[str, Any],
+                     name: str) -> Any:
+    """A container property as the job runs it: the override's, else the definition's."""
     for override in overrides.get("nodePropertyOverrides", []):
-        if found := override.get("containerOverrides", {}).get("instanceType"):
+        if (found := override.get("containerOverrides", {}).get(name)) is not None:
+            return found
+    for node_range in (job_definition.node_properties or {}).get("nodeRangeProperties", []):
+        if (found := node_range.get("container", {}).get(name)) is not None:
             return found
     return None
+
+
+# Batch registers less memory than a node has installed: AWS's documented m4.large registers
+# 7,985 of 8,192 MiB, and its AMI keeps 32 MiB more for the ECS agent.
+REGISTERED_MEMORY_SHARE = 7985 / 8192
+ECS_AGENT_RESERVED_MIB = 32
+
+
+def registered_memory_mib(instance_type: str) -> int | None:
+    installed = INSTANCE_TYPES.get(instance_type, {}).get("MemoryInfo", {}).get("SizeInMiB")
+    if installed is None:
+        return None
+    return int(installed * REGISTERED_MEMORY_SHARE) - ECS_AGENT_RESERVED_MIB
+
+
+def fits_a_node(instance_type: str | None, requirements: list[dict[str, str]] | None) -> bool:
+    """Whether a node of this type can take the job's memory; one that cannot is never
+    placed, and the job waits in RUNNABLE."""
+    registered = registered_memory_mib(instance_type) if instance_type else None
+    memory = next((int(r["value"]) for r in requirements or () if r["type"] == "MEMORY"), 0)
+    return registered is None or memory <= registered
 
 
 # --- state-change events ------------------------------------------------------------------
@@ -243,12 +272,17 @@ def _submitjob(previous: Any) -> Any:
         overrides = self._get_param("nodeOverrides") or {}
         environment = _job_environment(job.job_definition, overrides)
         node_properties = job.job_definition.node_properties or {}
+        definition = job.job_definition
+        instance_type = _container_value(definition, overrides, "instanceType")
+        requirements = _container_value(definition, overrides, "resourceRequirements")
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
             num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
-            instance_type=_instance_type(overrides),
-            stuck=faults.CURRENT.on("stuck-runnable"),
+            instance_type=instance_type,
+            command=list(_container_value(definition, overrides, "command") or []),
+            stuck=(faults.CURRENT.on("stuck-runnable")
+                   or not fits_a_node(instance_type, requirements)),
             fails=faults.CURRENT.on("batch-job-failed"),
             lost=faults.CURRENT.on("node-lost"),
             training_seconds=training_seconds(environment),

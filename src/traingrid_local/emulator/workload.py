@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from moto.fsx.models import fsx_backends
@@ -40,15 +42,15 @@ def _number(env: dict[str, str], name: str, default: int) -> int:
 
 
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
-            ran_seconds: float) -> dict[str, bytes]:
+            ran_seconds: float, command: Sequence[str] = ()) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
     its newest checkpoints, and on success the final weights and ``metrics.json``."""
     gpus = _number(env, "MPI_GPUS", 0)
     epochs, batch = _number(env, "EPOCHS", 90), _number(env, "BATCH_SIZE", 256)
     log = [
-        f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} python3 -m traingrid_trainer "
-        f"--num_epochs {epochs} -b {batch} --lr_decay_mode {env.get('LR_DECAY_MODE')} "
-        f"--warmup_epochs {env.get('WARMUP_EPOCHS')}",
+        f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} {shlex.join(command)}",
+        f"epochs {epochs}, batch size {batch}, {env.get('LR_DECAY_MODE')} decay, "
+        f"{env.get('WARMUP_EPOCHS')} warmup epochs",
         f"trained {ran_seconds / 3600:.2f} h at {gpus * IMAGES_PER_SECOND_PER_GPU} images/s",
         f"exit code {exit_code}",
     ]

@@ -84,6 +84,14 @@ def _settings(cls: type[_T]) -> type[_T]:
 class Settings(EnvSettings):
     data_bucket: str = env("DATA_BUCKET")
     retention_days: int = env("RETENTION_DAYS", default=7, ge=1, le=90)
+    # The compute environment's InstanceTypes, comma-separated; unset allows the whole catalog.
+    training_instance_types: str | None = env("TRAINING_INSTANCE_TYPES", default=None)
+
+    @property
+    def allowed_instance_types(self) -> tuple[str, ...] | None:
+        if self.training_instance_types is None:
+            return None
+        return tuple(t.strip() for t in self.training_instance_types.split(",") if t.strip())
 
 
 @_settings

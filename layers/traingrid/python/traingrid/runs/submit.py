@@ -20,7 +20,7 @@ from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.view import TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
-from traingrid.training.request import TrainingRunRequest, require_data_bucket
+from traingrid.training.request import TrainingRunRequest, require_runnable_here
 from traingrid.validation import parse
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
@@ -51,7 +51,7 @@ def training_submission(body: Any, settings: ApiSettings, now: datetime,
                         idempotency_key: str | None = None) -> Submission:
     """A TrainingRun request, validated (every problem at once) and named."""
     request = parse(TrainingRunRequest, body)
-    require_data_bucket(request, settings.data_bucket)
+    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types)
     fields = request.model_dump(mode="json", exclude_none=True)
     name = request.name or derived_name(dataset_subject(request.bucket, request.prefix),
                                         fields, now, idempotency_key)

@@ -32,8 +32,26 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     )
 }
 
-# Memory the ECS agent and OS keep for themselves on each node.
-NODE_MEMORY_RESERVE_MIB = 8 * 1024
+# What a job may ask of a node. Batch registers less memory than is installed (the kernel's and
+# the platform's share: an m4.large's 8,192 MiB register as 7,985, 97.5%), and its AMI keeps
+# 32 MiB more for the ECS agent; AWS recommends leaving a 5% buffer. A job asking for more than
+# a node registers waits in RUNNABLE forever. vCPUs and GPUs register in full.
+REGISTERED_MEMORY_SHARE = 0.95
+ECS_AGENT_RESERVED_MIB = 32
+
+
+def job_memory_mib(instance: InstanceType) -> int:
+    """The memory a job asks of each node: 95% of what is installed, less the agent's share."""
+    return int(instance.memory_mib * REGISTERED_MEMORY_SHARE) - ECS_AGENT_RESERVED_MIB
+
+
+def resource_requirements(instance: InstanceType) -> list[dict[str, str]]:
+    """A node's whole instance, as Batch's ResourceRequirements (what the node can register)."""
+    return [
+        {"Type": "GPU", "Value": str(instance.gpus)},
+        {"Type": "VCPU", "Value": str(instance.vcpus)},
+        {"Type": "MEMORY", "Value": str(job_memory_mib(instance))},
+    ]
 
 
 class DeploymentType(StrEnum):

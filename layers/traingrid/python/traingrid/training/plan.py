@@ -16,12 +16,13 @@ from traingrid.training.catalog import (
     FSX_USD_PER_GB_MONTH,
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
-    NODE_MEMORY_RESERVE_MIB,
     PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB,
     DeploymentType,
     is_valid_capacity,
+    resource_requirements,
     round_up_capacity,
 )
+from traingrid.training.request import DEFAULT_TRAIN_COMMAND
 from traingrid.training.state import PlanLimits, RunPlan
 
 if TYPE_CHECKING:
@@ -165,14 +166,11 @@ def plan_run(
             "gpus_per_node": instance.gpus,
             "mpi_gpus": mpi_gpus,
             "vcpus": instance.vcpus,
-            "resource_requirements": [
-                {"Type": "GPU", "Value": str(instance.gpus)},
-                {"Type": "VCPU", "Value": str(instance.vcpus)},
-                {"Type": "MEMORY", "Value": str(instance.memory_mib - NODE_MEMORY_RESERVE_MIB)},
-            ],
+            "resource_requirements": resource_requirements(instance),
             # Batch's own limit, a safety net should the state machine stop watching.
             "attempt_duration_s": limits["training_s"] + int(ATTEMPT_MARGIN.total_seconds()),
             "environment": job_environment(request, run, mpi_gpus),
+            "command": list(request.command or DEFAULT_TRAIN_COMMAND),
         },
         "archive": {
             "bucket": request.bucket,

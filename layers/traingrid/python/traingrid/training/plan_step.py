@@ -9,7 +9,7 @@ from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import DatasetNotFound
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest, require_data_bucket
+from traingrid.training.request import TrainingRunRequest, require_runnable_here
 from traingrid.training.state import RunPlan
 from traingrid.validation import parse
 
@@ -31,7 +31,7 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
 
 def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
     request = parse(TrainingRunRequest, event.get("request"))
-    require_data_bucket(request, settings.data_bucket)
+    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types)
     return plan_run(
         request,
         run=event["run"],

@@ -7,6 +7,7 @@ test keeps the two equal.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -18,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from traingrid.errors import DatasetNotPermitted
+from traingrid.errors import DatasetNotPermitted, RequestInvalid
 from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
 
 # The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
@@ -26,6 +27,12 @@ DEFAULT_EXTRA_MPI_PARAMS = (
     "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
     "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 )
+# What every node runs unless a request names its own command: the image's trainer, which
+# reads the run's fields from the job's environment (EPOCHS, BATCH_SIZE, ...). The job
+# definition's Command is this too.
+DEFAULT_TRAIN_COMMAND = ("python3", "-m", "traingrid_trainer")
+# An argument of a command: printable, no control characters (it is passed as argv, to no shell).
+COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 # Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
@@ -114,6 +121,13 @@ class TrainingRunRequest(_Strict):
         default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096,
         description="Options added to the mpirun line (passed as arguments, never to a shell).",
         json_schema_extra={"pattern": MPI_PARAMS_PATTERN.pattern})
+    command: list[Annotated[str, Field(
+        min_length=1, max_length=1024, pattern=COMMAND_ARGUMENT_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The training command every node's entrypoint launches under mpirun, as a "
+        "list of arguments (never given to a shell). By default the image's trainer, "
+        "python3 -m traingrid_trainer, which reads epochs, batch_size, warmup_epochs and "
+        "lr_decay_mode from the job's environment.")
     fsx: FsxOptions = Field(default_factory=FsxOptions)
     timeouts: Timeouts = Field(default_factory=Timeouts)
 
@@ -153,11 +167,25 @@ class TrainingRunRequest(_Strict):
         return self.dataset.removeprefix("s3://").split("/", 1)[1]
 
 
-def require_data_bucket(request: TrainingRunRequest, data_bucket: str) -> None:
-    """TrainGrid hydrates file systems from its own data bucket only."""
+def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
+                          instance_types: Sequence[str] | None) -> None:
+    """What this stack can run: datasets in its own data bucket only (else
+    ``DatasetNotPermitted``, the API's 403), on the instance types its compute environment
+    may launch (``instance_types``; None allows the whole catalog). Every problem at once."""
+    problems = []
+    if instance_types is not None and request.instance_type not in instance_types:
+        problems.append({
+            "pointer": "/instance_type",
+            "message": f"this stack's compute environment launches only "
+                       f"{', '.join(instance_types)}; {request.instance_type} would wait for "
+                       f"capacity that never comes",
+        })
     if request.bucket != data_bucket:
-        raise DatasetNotPermitted([{
+        problems.append({
             "pointer": "/dataset",
             "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
                        f"s3://{request.bucket}/ is not its data bucket",
-        }])
+        })
+        raise DatasetNotPermitted(problems)
+    if problems:
+        raise RequestInvalid(problems)

@@ -47,6 +47,7 @@ class PlanJob(TypedDict):
     resource_requirements: list[dict[str, str]]
     attempt_duration_s: int
     environment: dict[str, str]
+    command: list[str]  # the container's arguments: what the node entrypoint launches
 
 
 class PlanArchive(TypedDict):

@@ -15,7 +15,7 @@ from traingrid.naming import prefix_of, run_name_for_object
 from traingrid.observability import logger, metrics
 from traingrid.settings import TriggerSettings
 from traingrid.training.plan import ARCHIVE_ROOT, MANIFEST_NAME
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.request import TrainingRunRequest, require_runnable_here
 from traingrid.validation import parse
 
 
@@ -57,6 +57,7 @@ def start_from_upload(
     try:
         manifest = read_manifest(bucket, key, version_id)
         request = request_from_manifest(manifest.document, bucket, key)
+        require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types)
     except RequestInvalid as invalid:
         logger.warning("manifest rejected; nothing started", extra={
             "bucket": bucket, "key": key, "problems": invalid.problems})

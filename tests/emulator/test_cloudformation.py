@@ -288,3 +288,27 @@ def test_a_multinode_job_definition_keeps_its_type_and_nodes(emulator: Emulator)
     [probe] = batch.describe_job_definitions(jobDefinitions=[outputs["Probe"]])["jobDefinitions"]
     assert probe["type"] == "container"
     assert probe["containerProperties"]["image"] == "busybox"
+
+
+def test_a_compute_environment_takes_its_launch_template_s_security_groups(
+    emulator: Emulator,
+) -> None:
+    network = create_network(emulator)
+    compute = _compute_environment(network, create_instance_profile(emulator))
+    resources = compute["Properties"]["ComputeResources"]
+    del resources["SecurityGroupIds"]
+    resources["LaunchTemplate"] = {
+        "LaunchTemplateId": {"Ref": "Nodes"},
+        "Version": {"Fn::GetAtt": ["Nodes", "LatestVersionNumber"]}}
+    template = {"Resources": {"Compute": compute, "Nodes": {
+        "Type": "AWS::EC2::LaunchTemplate",
+        "Properties": {"LaunchTemplateData": {
+            "SecurityGroupIds": [network.security_group_id],
+            "MetadataOptions": {"HttpTokens": "required"}}}}}}
+
+    _create_stack(emulator, "launch-template", template)
+
+    [environment] = emulator.client("batch").describe_compute_environments()[
+        "computeEnvironments"]
+    assert environment["computeResources"]["securityGroupIds"] == [network.security_group_id]
+    assert environment["computeResources"]["launchTemplate"]["launchTemplateId"].startswith("lt-")

@@ -469,3 +469,53 @@ def test_an_export_that_does_not_finish_leaves_the_status_alone(cluster, fake_bi
     failing = cluster.run(0, 1, env | {"TRAINGRID_LFS": str(bin_dir / "missing-lfs")})
     assert failing.returncode == 0
     assert "exporting" in failing.stderr and "failed" in failing.stderr
+
+
+# --- EFA ------------------------------------------------------------------------------------
+
+
+def efa_dev(tmp_path: Path, devices: int) -> Path:
+    dev = tmp_path / f"dev-efa{devices}"
+    (dev / "infiniband").mkdir(parents=True)
+    for index in range(devices):
+        (dev / "infiniband" / f"uverbs{index}").touch()
+    return dev
+
+
+def test_an_efa_node_passes_libfabric_s_settings_to_every_rank(
+        cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("mpirun", RECORDING_PROGRAM)
+    env = {"PATH": with_path(bin_dir), "RECORD_DIR": str(tmp_path), "TRAINGRID_GPUS": "8",
+           "TRAINGRID_EFA_DEVICES": "4", "TRAINGRID_EFA_RDMA": "1",
+           "TRAINGRID_DEV_DIR": str(efa_dev(tmp_path, 4))}
+    main = cluster.start(0, 1, env, args=["python3", "-m", "traingrid_trainer"])
+
+    assert main.wait() == 0, main.log
+    assert "EFA: 4 device(s); libfabric provider efa, RDMA reads" in main.log
+    argv = json.loads((tmp_path / "mpirun-0.json").read_text())["argv"]
+    forwarded = {argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"}
+    assert {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE"} <= forwarded
+
+
+def test_an_efa_node_that_sees_too_few_devices_stops_before_training(
+        cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("mpirun", RECORDING_PROGRAM)
+    env = {"PATH": with_path(bin_dir), "RECORD_DIR": str(tmp_path), "TRAINGRID_GPUS": "8",
+           "TRAINGRID_EFA_DEVICES": "32", "TRAINGRID_DEV_DIR": str(efa_dev(tmp_path, 4))}
+    main = cluster.start(0, 1, env, args=["python3", "-m", "traingrid_trainer"])
+
+    assert main.wait() == 70
+    assert "has 32 EFA interface(s) but the container sees 4" in main.log
+    assert not (tmp_path / "mpirun-0.json").exists()
+
+
+def test_a_node_without_efa_sets_no_libfabric_provider(cluster, tmp_path: Path, fake_bin) -> None:
+    bin_dir = fake_bin("mpirun", RECORDING_PROGRAM)
+    env = {"PATH": with_path(bin_dir), "RECORD_DIR": str(tmp_path), "TRAINGRID_GPUS": "8",
+           "TRAINGRID_EFA_DEVICES": "0"}
+    main = cluster.start(0, 1, env, args=["python3", "-m", "traingrid_trainer"])
+
+    assert main.wait() == 0, main.log
+    assert "no EFA on this instance type" in main.log
+    argv = json.loads((tmp_path / "mpirun-0.json").read_text())["argv"]
+    assert "FI_PROVIDER" not in argv

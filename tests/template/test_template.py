@@ -436,3 +436,36 @@ def test_every_catalog_type_leaves_what_batch_and_ecs_keep(instance):
     # the AMI keeps for the ECS agent; the rule keeps 5% besides.
     assert job_memory_mib(instance) <= int(instance.memory_mib * 7985 / 8192) - 32
     assert instance.memory_mib - job_memory_mib(instance) >= instance.memory_mib * 0.05
+
+
+def test_every_node_gets_the_lustre_client_and_efa_types_their_interfaces(template):
+    resources = template["Resources"]
+    compute = resources["TrainingComputeEnvironment"]["Properties"]["ComputeResources"]
+    base = resources[compute["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]
+    efa_types = {name: t for name, t in INSTANCE_TYPES.items() if t.efa_interfaces}
+    overrides = {}
+    for item in compute["LaunchTemplate"]["Overrides"]:
+        condition, override, _ = item["Fn::If"]
+        (target,) = override["TargetInstanceTypes"]
+        overrides[target] = resources[override["LaunchTemplateId"]["Ref"]]
+    assert set(overrides) == set(efa_types)
+    for launch_template in [base, *overrides.values()]:
+        data = launch_template["Properties"]["LaunchTemplateData"]
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+        script = data["UserData"]["Fn::Base64"]
+        assert script.startswith("MIME-Version: 1.0") and "modprobe lustre" in script
+        assert all(d["Ebs"]["Encrypted"] for d in data["BlockDeviceMappings"])
+    for name, launch_template in overrides.items():
+        interfaces = launch_template["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
+        assert len(interfaces) == efa_types[name].efa_interfaces, name
+        assert [i["NetworkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
+        assert all(i["InterfaceType"] == "efa" and i["Groups"] for i in interfaces)
+        assert [i["DeviceIndex"] for i in interfaces][:1] == [0]
+
+
+def test_the_plan_tells_a_node_its_efa_devices(template):
+    for name, instance in INSTANCE_TYPES.items():
+        request = TrainingRunRequest(dataset="s3://data/set/", instance_type=name)
+        env = job_environment(request, "r1", 8)
+        assert env["TRAINGRID_EFA_DEVICES"] == str(instance.efa_interfaces)
+        assert env["TRAINGRID_EFA_RDMA"] == ("1" if instance.efa_rdma else "0")

@@ -105,6 +105,8 @@ class NodeConfig:
     mpi_gpus: int | None = None
     nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME
     interface: str = DEFAULT_INTERFACE
+    efa_devices: int = 0  # EFA interfaces of the instance type (0: TCP only)
+    efa_rdma: bool = False
     hostfile: Path = Path(DEFAULT_HOSTFILE)
     torchrun_port: int = DEFAULT_TORCHRUN_PORT
     kill_grace: float = DEFAULT_KILL_GRACE
@@ -240,6 +242,8 @@ def _parse_launch(env: Mapping[str, str], argv: Sequence[str]) -> dict[str, Any]
         "mpi_gpus": parse_int("MPI_GPUS", raw_mpi_gpus, 1) if raw_mpi_gpus else None,
         "nccl_socket_ifname": _get(env, "NCCL_SOCKET_IFNAME") or DEFAULT_NCCL_SOCKET_IFNAME,
         "interface": _get(env, "TRAINGRID_INTERFACE") or DEFAULT_INTERFACE,
+        "efa_devices": _env_int(env, "TRAINGRID_EFA_DEVICES", 0, 0, 64),
+        "efa_rdma": _get(env, "TRAINGRID_EFA_RDMA") == "1",
         "hostfile": Path(_get(env, "TRAINGRID_HOSTFILE") or DEFAULT_HOSTFILE),
         "torchrun_port": _env_int(env, "TRAINGRID_TORCHRUN_PORT", DEFAULT_TORCHRUN_PORT, 1, 65535),
         "kill_grace": _env_seconds(env, "TRAINGRID_KILL_GRACE", DEFAULT_KILL_GRACE),

@@ -20,6 +20,7 @@ from traingrid_node.config import (
     TORCHRUN,
     NodeConfig,
 )
+from traingrid_node.fabric import fabric_environment
 from traingrid_node.rendezvous import Member
 from traingrid_node.signals import SignalForwarder
 from traingrid_node.status import (
@@ -197,6 +198,7 @@ def write_hostfile(path: Path, members: Collection[Member], main_index: int) -> 
 
 def launcher_env(cfg: NodeConfig, node_rank: int, main_address: str) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(fabric_environment(cfg, env))
     env.update(
         TRAINGRID_NODE_RANK=str(node_rank),
         TRAINGRID_NUM_NODES=str(cfg.num_nodes),

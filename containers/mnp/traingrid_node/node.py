@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from traingrid_node.config import MPIRUN, START_GRACE, TORCHRUN, NodeConfig, _get, parse_config
+from traingrid_node.fabric import check_efa_devices
 from traingrid_node.gpus import detect_gpus
 from traingrid_node.host import detect_local_address, mount_fsx, start_sshd
 from traingrid_node.launch import (
@@ -142,6 +143,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             f"node {cfg.node_index} of {cfg.num_nodes} ({role}); launcher {cfg.launcher}; "
             f"{gpus} GPU(s) via {source}; {slots} slot(s)"
         )
+        log(check_efa_devices(cfg, env))
         return run_node(cfg, slots, interrupts)
     except NodeError as exc:
         log(f"{exc.label}: {exc}")

@@ -11,6 +11,7 @@ EXIT_RENDEZVOUS = 66  # rendezvous failed: timeout, main node unreachable, regis
 EXIT_MAIN_LOST = 67  # a worker lost its connection to the main node before the final status
 EXIT_ARCHIVE = 68  # the launcher succeeded but archiving the outputs failed
 EXIT_SSHD = 69  # sshd could not be started
+EXIT_FABRIC = 70  # the instance type has EFA but the container sees fewer EFA devices
 EXIT_NOT_EXECUTABLE = 126  # the launcher could not be executed
 EXIT_NOT_FOUND = 127  # the launcher was not found
 
@@ -45,6 +46,11 @@ class NodeError(Exception):
 class ConfigError(NodeError):
     exit_code = EXIT_CONFIG
     label = "configuration error"
+
+
+class FabricError(NodeError):
+    exit_code = EXIT_FABRIC
+    label = "EFA devices missing"
 
 
 class MountError(NodeError):

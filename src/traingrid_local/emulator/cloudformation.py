@@ -6,7 +6,8 @@
 - ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
   retry strategy (moto forces ``container`` and requires a retry strategy);
 - ``AWS::Batch::ComputeEnvironment`` without ``ServiceRole`` uses the Batch service-linked role,
-  created on first use as AWS does (moto requires the property);
+  created on first use as AWS does (moto requires the property), and without
+  ``SecurityGroupIds`` its launch template's (moto requires them on the environment);
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
   a string and a ``Number`` default text).
 """
@@ -20,6 +21,7 @@ from moto.awslambda.models import LambdaFunction, LayerVersion
 from moto.batch.models import ComputeEnvironment, JobDefinition, batch_backends
 from moto.batch.utils import lowercase_first_key
 from moto.cloudformation.parsing import ResourceMap
+from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
 from moto.s3.models import FakeBucket
 
@@ -86,15 +88,30 @@ def _batch_service_linked_role(account_id: str) -> str:
     return iam.create_service_linked_role("batch.amazonaws.com", "AWS Batch", "").arn
 
 
+def _launch_template_groups(account_id: str, region_name: str,
+                            spec: dict[str, Any]) -> list[str]:
+    """The security groups a compute environment's instances get from its launch template."""
+    template_id = spec.get("LaunchTemplateId") or spec.get("launchTemplateId")
+    if not template_id:
+        return []
+    template = ec2_backends[account_id][region_name].get_launch_template(template_id)
+    data = template.latest_version().data
+    return list(data.get("SecurityGroupIds") or [])
+
+
 def _compute_environment_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
                                 account_id: str, region_name: str,
                                 **kwargs: Any) -> ComputeEnvironment:
     props = cloudformation_json["Properties"]
+    resources = lowercase_first_key(props["ComputeResources"])
+    if "securityGroupIds" not in resources:
+        resources["securityGroupIds"] = _launch_template_groups(
+            account_id, region_name, resources.get("launchTemplate") or {})
     return batch_backends[account_id][region_name].create_compute_environment(
         props.get("ComputeEnvironmentName", resource_name),
         props["Type"],
         props.get("State", "ENABLED"),
-        lowercase_first_key(props["ComputeResources"]),
+        resources,
         props.get("ServiceRole") or _batch_service_linked_role(account_id),
     )
 

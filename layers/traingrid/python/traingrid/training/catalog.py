@@ -16,6 +16,8 @@ class InstanceType:
     vcpus: int
     memory_mib: int
     usd_per_hour: float
+    efa_interfaces: int = 0  # EFA network interfaces (one per network card); 0: TCP only
+    efa_rdma: bool = False  # EFA with RDMA reads (libfabric's FI_EFA_USE_DEVICE_RDMA)
 
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
@@ -24,9 +26,11 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType("p3.2xlarge", 1, 8, 61 * 1024, 3.06),
         InstanceType("p3.8xlarge", 4, 32, 244 * 1024, 12.24),
         InstanceType("p3.16xlarge", 8, 64, 488 * 1024, 24.48),
-        InstanceType("p3dn.24xlarge", 8, 96, 768 * 1024, 31.212),
-        InstanceType("p4d.24xlarge", 8, 96, 1152 * 1024, 32.7726),
-        InstanceType("p5.48xlarge", 8, 192, 2048 * 1024, 55.04),
+        InstanceType("p3dn.24xlarge", 8, 96, 768 * 1024, 31.212, efa_interfaces=1),
+        InstanceType("p4d.24xlarge", 8, 96, 1152 * 1024, 32.7726, efa_interfaces=4,
+                     efa_rdma=True),
+        InstanceType("p5.48xlarge", 8, 192, 2048 * 1024, 55.04, efa_interfaces=32,
+                     efa_rdma=True),
         InstanceType("g5.12xlarge", 4, 48, 192 * 1024, 5.672),
         InstanceType("g5.48xlarge", 8, 192, 768 * 1024, 16.288),
     )

@@ -93,6 +93,7 @@ def lustre_configuration(request: TrainingRunRequest) -> dict[str, Any]:
 
 def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
     """Values of the container environment the state machine passes to every node."""
+    instance = INSTANCE_TYPES[request.instance_type]
     output_dir = f"{FSX_MOUNT_POINT}/{archive_prefix(run).rstrip('/')}"
     return {
         "JOB_DIR": FSX_MOUNT_POINT,
@@ -109,6 +110,9 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         "EXTRA_MPI_PARAMS": request.extra_mpi_params,
         "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
         "TRAINGRID_RUN": run,
+        # The node entrypoint sets libfabric and NCCL for EFA from these (0: TCP only).
+        "TRAINGRID_EFA_DEVICES": str(instance.efa_interfaces),
+        "TRAINGRID_EFA_RDMA": "1" if instance.efa_rdma else "0",
     }
 
 

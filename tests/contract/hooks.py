@@ -1,9 +1,13 @@
-"""What Schemathesis cannot read from the document: POST /runs's one rule across fields.
+"""What Schemathesis cannot read from the document: POST /runs's rule across fields, and the
+deployment's own limit.
 
 JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``epochs`` (the
-document says so in both fields' descriptions, and the API answers 400 otherwise). Positive
-cases that break it are schema-valid yet invalid, so they are left out instead of being counted
-as "schema-valid request rejected"; negative cases are kept. Loaded through schemathesis.toml.
+document says so in both fields' descriptions, and the API answers 400 otherwise), and
+``instance_type`` must be one the stack's compute environment launches (its
+``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them).
+Positive cases that break either are schema-valid yet invalid here, so they are left out
+instead of being counted as "schema-valid request rejected"; negative cases are kept. Loaded
+through schemathesis.toml.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import schemathesis
 from schemathesis.generation import GenerationMode
 
 from traingrid.training.request import TrainingRunRequest
+from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
 DEFAULT_WARMUP_EPOCHS = TrainingRunRequest.model_fields["warmup_epochs"].default
+# What the served stack's compute environment launches (the template's default).
+LAUNCHED_TYPES = load_template()["Parameters"]["TrainingInstanceTypes"]["Default"].split(",")
 
 
 def _number(value: Any) -> bool:
@@ -30,6 +37,8 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     if not isinstance(body, dict):
         return True
+    if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
+        return False
     epochs = body.get("epochs", DEFAULT_EPOCHS)
     warmup = body.get("warmup_epochs", DEFAULT_WARMUP_EPOCHS)
     return not (_number(epochs) and _number(warmup)) or warmup < epochs

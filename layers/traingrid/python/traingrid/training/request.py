@@ -108,7 +108,10 @@ class TrainingRunRequest(_Strict):
     )
     nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
     instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
-        default="p3.16xlarge", description="EC2 instance type of every node."
+        default="p3.16xlarge",
+        description="EC2 instance type of every node; it must also be one of the stack's "
+        "TrainingInstanceTypes (by default p3.16xlarge, p3dn.24xlarge, p4d.24xlarge): another "
+        "is refused (the API answers 400 listing them).",
     )
     batch_size: JsonInteger = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
     epochs: JsonInteger = Field(default=90, ge=1, le=10_000,

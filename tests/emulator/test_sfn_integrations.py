@@ -86,7 +86,7 @@ def test_batch_submit_job_takes_pascal_case_node_overrides(
     # written with the overridden epochs.
     assert wait_for_job(emulator, output["JobId"])["status"] == "SUCCEEDED"
     files = fsx_backends[ACCOUNT_ID][emulator.region].file_systems[fs["FileSystemId"]].files
-    assert "--num_epochs 7 " in files["runs/run-42/logs/main-node.log"].decode()
+    assert "epochs 7," in files["runs/run-42/logs/main-node.log"].decode()
 
 
 def test_fsx_errors_are_named_after_the_service(emulator: Emulator, setup: BatchSetup) -> None:

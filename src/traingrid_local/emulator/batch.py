@@ -35,6 +35,7 @@ from moto.batch_simple.models import BatchSimpleBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
+from traingrid.training.catalog import ECS_AGENT_RESERVED_MIB
 from traingrid_local.emulator import events, faults, workload
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
@@ -196,9 +197,8 @@ def _container_value(job_definition: JobDefinition, overrides: dict[str, Any],
 
 
 # Batch registers less memory than a node has installed: AWS's documented m4.large registers
-# 7,985 of 8,192 MiB, and its AMI keeps 32 MiB more for the ECS agent.
+# 7,985 of 8,192 MiB, and its AMI keeps ECS_AGENT_RESERVED_MIB more for the ECS agent.
 REGISTERED_MEMORY_SHARE = 7985 / 8192
-ECS_AGENT_RESERVED_MIB = 32
 
 
 def registered_memory_mib(instance_type: str) -> int | None:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.integration.iam import missing_permissions
-from traingrid.training.request import DEFAULT_TRAIN_COMMAND
+from traingrid.training.plan import DEFAULT_TRAIN_COMMAND
 from traingrid_local import report
 from traingrid_local.environment import DEMO_BUCKET
 

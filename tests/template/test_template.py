@@ -21,8 +21,8 @@ from traingrid.campaigns.model import RegionJobStatus, RunStatus
 from traingrid.campaigns.request import FanoutRequest
 from traingrid.settings import ApiSettings
 from traingrid.training.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
-from traingrid.training.plan import job_environment
-from traingrid.training.request import DEFAULT_TRAIN_COMMAND, TrainingRunRequest
+from traingrid.training.plan import DEFAULT_TRAIN_COMMAND, job_environment
+from traingrid.training.request import TrainingRunRequest
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,

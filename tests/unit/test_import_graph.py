@@ -90,3 +90,17 @@ def test_a_cycle_is_found_and_named():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_only_the_request_steps_load_pydantic() -> None:
+    """The request models (pydantic) cost ~80 ms of every cold start that loads them: the plan
+    and the janitor's release step, which shares its constants, must not."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; import traingrid.training.plan, traingrid.janitor.release; "
+             "print('pydantic' in sys.modules)")
+    env = {"PYTHONPATH": str(ROOT / "layers" / "traingrid" / "python")}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env=env, check=True)
+    assert result.stdout.strip() == "False"

@@ -22,7 +22,6 @@ from traingrid.training.catalog import (
     resource_requirements,
     round_up_capacity,
 )
-from traingrid.training.request import DEFAULT_TRAIN_COMMAND
 from traingrid.training.state import PlanLimits, RunPlan
 
 if TYPE_CHECKING:
@@ -39,6 +38,10 @@ MANIFEST_NAME = "manifest.json"
 # After its limits, a file system is overdue: the janitor may release it.
 EXPIRY_MARGIN = timedelta(hours=1)
 ATTEMPT_MARGIN = timedelta(minutes=15)
+# What every node runs unless a request names its own command: the image's trainer, which
+# reads the run's fields from the job's environment (EPOCHS, BATCH_SIZE, ...). The job
+# definition's Command is this too.
+DEFAULT_TRAIN_COMMAND = ("python3", "-m", "traingrid_trainer")
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,6 @@ DEFAULT_EXTRA_MPI_PARAMS = (
     "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
     "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 )
-# What every node runs unless a request names its own command: the image's trainer, which
-# reads the run's fields from the job's environment (EPOCHS, BATCH_SIZE, ...). The job
-# definition's Command is this too.
-DEFAULT_TRAIN_COMMAND = ("python3", "-m", "traingrid_trainer")
 # An argument of a command: printable, no control characters (it is passed as argv, to no shell).
 COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"

@@ -1,8 +1,9 @@
 """What Schemathesis cannot read from the document: POST /runs's rule across fields, and the
 deployment's own limit.
 
-JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``epochs`` (the
-document says so in both fields' descriptions, and the API answers 400 otherwise), and
+JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``epochs`` and
+``min_nodes`` at most ``nodes`` (the document says so in the fields' descriptions, and the API
+answers 400 otherwise), and
 ``instance_type`` must be one the stack's compute environment launches (its
 ``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them).
 Positive cases that break either are schema-valid yet invalid here, so they are left out
@@ -22,6 +23,7 @@ from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
 DEFAULT_WARMUP_EPOCHS = TrainingRunRequest.model_fields["warmup_epochs"].default
+DEFAULT_NODES = TrainingRunRequest.model_fields["nodes"].default
 # What the served stack's compute environment launches (the template's default).
 LAUNCHED_TYPES = load_template()["Parameters"]["TrainingInstanceTypes"]["Default"].split(",")
 
@@ -39,6 +41,13 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
         return False
-    epochs = body.get("epochs", DEFAULT_EPOCHS)
-    warmup = body.get("warmup_epochs", DEFAULT_WARMUP_EPOCHS)
-    return not (_number(epochs) and _number(warmup)) or warmup < epochs
+    return (_ordered(body.get("warmup_epochs", DEFAULT_WARMUP_EPOCHS),
+                     body.get("epochs", DEFAULT_EPOCHS), strict=True)
+            and _ordered(body.get("min_nodes"), body.get("nodes", DEFAULT_NODES)))
+
+
+def _ordered(low: Any, high: Any, strict: bool = False) -> bool:
+    """False only when both are numbers out of order (below, or at most with strict=False)."""
+    if not (_number(low) and _number(high)):
+        return True
+    return low < high if strict else low <= high

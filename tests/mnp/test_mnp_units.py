@@ -440,3 +440,13 @@ def test_the_node_writes_the_output_index_the_archive_check_reads() -> None:
     from traingrid_node import config
 
     assert config.OUTPUT_INDEX == archive.OUTPUT_INDEX
+
+
+def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_are() -> None:
+    from traingrid.training import attempts
+    from traingrid_node import metrics, status
+
+    assert set(attempts.INFRASTRUCTURE_EXIT_CODES) == {
+        status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST}
+    assert attempts.CHECKPOINT_DIR == metrics.CHECKPOINT_DIR
+    assert attempts.CHECKPOINT_NAME.pattern == metrics.CHECKPOINT_NAME.pattern

@@ -19,11 +19,13 @@ ENDED = STARTED + timedelta(hours=3)
 PLAN = {
     "run": "resnet-1",
     "dataset": {"uri": "s3://data/imagenet/"},
-    "job": {"nodes": 4, "instance_type": "p3.16xlarge", "mpi_gpus": 32},
+    "job": {"nodes": 4, "instance_type": "p3.16xlarge", "mpi_gpus": 32, "requested_nodes": 4,
+            "attempts": [{"attempt": 1, "nodes": 4, "reason": "first attempt",
+                          "resumed_from": None}]},
     "archive": {"bucket": "data", "prefix": "runs/resnet-1/"},
     "estimate": {"max_usd": 35268.58},
 }
-JOB = {"id": "job-1", "status": "SUCCEEDED", "running_s": 7200}
+JOB = {"id": "job-1", "status": "SUCCEEDED", "running_s": 7200, "started": True}
 FILE_SYSTEM = {"id": "fs-1"}
 
 
@@ -44,7 +46,37 @@ def test_a_succeeded_run_records_what_it_used_and_where_its_artifacts_are():
         "manifest": "s3://data/runs/resnet-1/manifest.json", "archived_objects": 13,
         "archived_bytes": 148925, "retained_file_system": None, "error": None,
         "failure_cause": None, "recorded_by": "run",
+        "nodes_used": 4, "attempts": PLAN["job"]["attempts"],
     }
+
+
+def test_a_shrunk_run_records_the_nodes_asked_for_those_it_trained_on_and_every_attempt():
+    attempts = [{"attempt": 1, "nodes": 8, "reason": "first attempt", "resumed_from": None,
+                 "job_id": "job-0", "outcome": "no capacity: waited 31 min in the queue",
+                 "ran_s": 0},
+                {"attempt": 2, "nodes": 4, "reason": "no capacity ...; shrunk to 4",
+                 "resumed_from": None}]
+    plan = {**PLAN, "job": {**PLAN["job"], "requested_nodes": 8, "attempts": attempts}}
+
+    record = from_state({"plan": plan, "job": JOB}, "SUCCEEDED", ARN, STARTED, ENDED)
+
+    assert (record["nodes"], record["nodes_used"], record["mpi_gpus"]) == (8, 4, 32)
+    assert [a["nodes"] for a in record["attempts"]] == [8, 4]
+
+
+def test_a_run_whose_last_attempt_got_no_nodes_records_the_nodes_of_the_one_that_did():
+    attempts = [{"attempt": 1, "nodes": 8, "reason": "first attempt", "resumed_from": None,
+                 "job_id": "job-0", "outcome": "node lost", "ran_s": 1200},
+                {"attempt": 2, "nodes": 8, "reason": "node lost", "resumed_from": None,
+                 "job_id": "job-1", "outcome": "no capacity", "ran_s": 0}]
+    plan = {**PLAN, "job": {**PLAN["job"], "nodes": 8, "trained": True, "attempts": attempts}}
+    job = {"id": "job-1", "status": "FAILED", "started": False}
+
+    record = from_state({"plan": plan, "job": job}, "FAILED", ARN, STARTED, ENDED)
+
+    assert record["nodes_used"] == 8
+    assert from_state({"plan": {**plan, "job": {**plan["job"], "trained": False}},
+                       "job": job}, "FAILED", ARN, STARTED, ENDED)["nodes_used"] is None
 
 
 def test_a_run_whose_archive_failed_says_its_file_system_holds_the_artifacts():

@@ -82,8 +82,9 @@ def test_tags_name_the_run_execution_and_expiry():
     tags = {t["Key"]: t["Value"] for t in result["file_system"]["tags"]}
     assert tags["traingrid:run"] == "run-1"
     assert tags["traingrid:execution"] == EXECUTION
-    # hydrate 60 min + runnable 30 min + training 72 h + archive 120 min + 1 h margin
-    assert tags["traingrid:expires-at"] == "2026-11-24T16:30:00Z"
+    # hydrate 60 min + 3 attempts × (runnable 30 min + training 72 h) + archive 120 min
+    # + 1 h margin
+    assert tags["traingrid:expires-at"] == "2026-11-30T17:30:00Z"
 
 
 def test_requested_capacity_must_be_valid_and_large_enough():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -13,6 +14,7 @@ from typing import Any, TypedDict
 METRICS_FILE = "metrics.json"
 # The rest of what the trainer leaves in the output directory.
 CHECKPOINT_DIR = "checkpoints"  # epoch-NNNN.pt, the newest few
+CHECKPOINT_NAME = re.compile(r"epoch-(\d{4,})\.pt")
 FINAL_MODEL = "model/final.pt"
 
 

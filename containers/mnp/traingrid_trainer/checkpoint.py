@@ -7,17 +7,15 @@ start, so a resubmitted job goes on where its last attempt stopped.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from traingrid_node.metrics import FINAL_MODEL
+from traingrid_node.metrics import CHECKPOINT_NAME, FINAL_MODEL
 
 KEEP = 3
-NAME = re.compile(r"epoch-(\d{4,})\.pt")
 
 
 @dataclass(frozen=True)
@@ -28,7 +26,7 @@ class Resumed:
 
 def newest(directory: Path) -> Path | None:
     found = [(int(m.group(1)), p) for p in directory.glob("epoch-*.pt")
-             if (m := NAME.fullmatch(p.name))]
+             if (m := CHECKPOINT_NAME.fullmatch(p.name))]
     return max(found)[1] if found else None
 
 

@@ -193,10 +193,14 @@ class TrainingRunRecord(Base):
     ended_at: Mapped[datetime] = mapped_column(UtcDateTime)
     # What was asked for and planned; None where the run ended before it was known.
     dataset: Mapped[str | None] = mapped_column(Text)
-    nodes: Mapped[int | None] = mapped_column(Integer)
+    nodes: Mapped[int | None] = mapped_column(Integer)  # requested
     instance_type: Mapped[str | None] = mapped_column(String(64))
-    mpi_gpus: Mapped[int | None] = mapped_column(Integer)
+    mpi_gpus: Mapped[int | None] = mapped_column(Integer)  # of the last attempt
     estimated_max_usd: Mapped[Decimal | None] = mapped_column(MONEY)
+    # The nodes its last attempt ran on (None: no attempt got nodes), and every Batch job it
+    # made: [{attempt, nodes, reason, resumed_from, job_id, outcome, ran_s}].
+    nodes_used: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     # What it used: the Batch job and the file system, and how long the job ran.
     job_id: Mapped[str | None] = mapped_column(String(64))
     job_status: Mapped[str | None] = mapped_column(String(16))

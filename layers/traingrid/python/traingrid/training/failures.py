@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traingrid.training.attempts import attempts_summary
+
 # Step Functions caps a Fail state's cause at 32,768 characters.
 MAX_CAUSE = 32_000
 THROTTLING_CODES = ("ThrottlingException", "TooManyRequestsException", "Throttling",
@@ -99,6 +101,12 @@ def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
         )
     elif "released" in state:
         found.append(f"The file system {fs_id} was deleted.")
+    planned = (state.get("plan") or {}).get("job") or {}
+    attempts = planned.get("attempts") or []
+    if len(attempts) > 1:
+        found.append(f"The run made {len(attempts)} attempts: {attempts_summary(attempts)}")
+    if str(planned.get("decision", "")).startswith("not retried"):
+        found.append(f"The last attempt was {planned['decision']}")
     archive = state.get("archive") or {}
     if archive.get("manifest"):
         count = archive["objects"]

@@ -49,6 +49,23 @@ def _money(value: Any) -> Decimal | None:
     return amount if amount.is_finite() and 0 <= amount < 10**6 else None
 
 
+def _attempts(value: Any) -> list[dict[str, Any]] | None:
+    """The run's attempts as recorded: a list of objects, else nothing."""
+    if not isinstance(value, list) or not all(isinstance(a, dict) for a in value):
+        return None
+    return value
+
+
+def nodes_used(planned_job: dict[str, Any], job: dict[str, Any]) -> int | None:
+    """The nodes of the last attempt, if it (or, as recorded, an earlier one) got nodes."""
+    if not (job.get("started") or planned_job.get("trained")):
+        return None
+    ran = [a for a in _attempts(planned_job.get("attempts")) or [] if a.get("ran_s")]
+    if job.get("started") or not ran:
+        return _int(planned_job.get("nodes"))
+    return _int(ran[-1].get("nodes"))
+
+
 def _fitted(record: dict[str, Any]) -> dict[str, Any]:
     return {key: value[:LIMITS[key]] if key in LIMITS and isinstance(value, str) else value
             for key, value in record.items()}
@@ -79,10 +96,12 @@ def from_state(state: dict[str, Any], status: str, execution_arn: str, started_a
         "started_at": started_at,
         "ended_at": ended_at,
         "dataset": dataset,
-        "nodes": _int(planned_job.get("nodes")),
+        "nodes": _int(planned_job.get("requested_nodes")) or _int(planned_job.get("nodes")),
         "instance_type": _text(planned_job.get("instance_type")),
         "mpi_gpus": _int(planned_job.get("mpi_gpus")),
         "estimated_max_usd": _money(estimate.get("max_usd")),
+        "nodes_used": nodes_used(planned_job, job),
+        "attempts": _attempts(planned_job.get("attempts")),
         "job_id": _text(job.get("id")),
         "job_status": _text(job.get("status")),
         "training_s": _int(job.get("running_s")),
@@ -124,10 +143,12 @@ def from_execution(described: dict[str, Any], cause: str | None = None) -> dict[
         "started_at": described["startDate"],
         "ended_at": described.get("stopDate") or described["startDate"],
         "dataset": _text(summary.get("dataset")) or _text(request.get("dataset")),
-        "nodes": _int(summary.get("nodes")) or _int(request.get("nodes")),
+        "nodes": _int(summary.get("nodes_requested")) or _int(request.get("nodes")),
         "instance_type": _text(summary.get("instance_type")),
         "mpi_gpus": _int(summary.get("mpi_gpus")),
         "estimated_max_usd": _money(_dict(summary.get("estimate")).get("max_usd")),
+        "nodes_used": _int(summary.get("nodes")),
+        "attempts": _attempts(summary.get("attempts")),
         "job_id": _text(summary.get("job_id")),
         "job_status": _text(summary.get("job_status")),
         "training_s": _int(summary.get("training_s")),

@@ -22,6 +22,7 @@ from traingrid.training.catalog import (
     resource_requirements,
     round_up_capacity,
 )
+from traingrid.training.attempts import first_attempt
 from traingrid.training.state import PlanLimits, RunPlan
 
 if TYPE_CHECKING:
@@ -116,7 +117,14 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         # The node entrypoint sets libfabric and NCCL for EFA from these (0: TCP only).
         "TRAINGRID_EFA_DEVICES": str(instance.efa_interfaces),
         "TRAINGRID_EFA_RDMA": "1" if instance.efa_rdma else "0",
+        # torchrun's elastic range (--nnodes=MIN:MAX) and which attempt this job is.
+        "TRAINGRID_MIN_NODES": str(min_nodes(request)),
+        "TRAINGRID_ATTEMPT": "1",
     }
+
+
+def min_nodes(request: TrainingRunRequest) -> int:
+    return request.nodes if request.min_nodes is None else request.min_nodes
 
 
 def client_request_token(run: str) -> str:
@@ -141,8 +149,11 @@ def plan_run(
         "training_s": int(request.timeouts.training_hours * 3600),
         "archive_s": request.timeouts.archive_minutes * 60,
     }
-    total_s = (limits["hydrate_s"] + limits["runnable_s"] + limits["training_s"]
-               + limits["archive_s"])
+    one_attempt_s = (limits["hydrate_s"] + limits["runnable_s"] + limits["training_s"]
+                     + limits["archive_s"])
+    # Every attempt may wait for capacity and train; the file system outlives them all.
+    total_s = one_attempt_s + (request.max_attempts - 1) * (limits["runnable_s"]
+                                                           + limits["training_s"])
     expires_at = now + timedelta(seconds=total_s) + EXPIRY_MARGIN
     compute_per_hour = request.nodes * instance.usd_per_hour
     fsx_per_hour = capacity * FSX_USD_PER_GB_MONTH[request.fsx.deployment_type] / HOURS_PER_MONTH
@@ -178,6 +189,13 @@ def plan_run(
             "attempt_duration_s": limits["training_s"] + int(ATTEMPT_MARGIN.total_seconds()),
             "environment": job_environment(request, run, mpi_gpus),
             "command": list(request.command or DEFAULT_TRAIN_COMMAND),
+            "requested_nodes": request.nodes,
+            "min_nodes": min_nodes(request),
+            "max_attempts": request.max_attempts,
+            "attempts": [first_attempt(request.nodes)],
+            "trained": False,
+            "resubmit": False,
+            "decision": f"attempt 1 of {request.max_attempts} on {request.nodes} nodes",
         },
         "archive": {
             "bucket": request.bucket,
@@ -190,7 +208,7 @@ def plan_run(
             "fsx_usd_per_hour": round(fsx_per_hour, 2),
             "max_usd": round(
                 compute_per_hour * request.timeouts.training_hours
-                + fsx_per_hour * total_s / 3600,
+                + fsx_per_hour * one_attempt_s / 3600,
                 2,
             ),
         },

@@ -103,6 +103,17 @@ class TrainingRunRequest(_Strict):
         json_schema_extra={"pattern": RUN_NAME_PATTERN},
     )
     nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
+    min_nodes: JsonInteger | None = Field(
+        default=None, ge=1, le=500,
+        description="Fewest nodes the run may train on (at most nodes; by default nodes). When "
+        "the job waits for capacity past timeouts.runnable_minutes, the run submits it again "
+        "on half the nodes, never fewer than min_nodes. Each GPU keeps batch_size images; the "
+        "learning rate scales with the smaller global batch.")
+    max_attempts: JsonInteger = Field(
+        default=3, ge=1, le=10,
+        description="Most Batch jobs the run makes: after no capacity (on fewer nodes) or an "
+        "infrastructure failure such as a lost node (on the same nodes, resuming from the "
+        "newest checkpoint). A failure of the training command itself is never retried.")
     instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
         default="p3.16xlarge",
         description="EC2 instance type of every node; it must also be one of the stack's "
@@ -150,11 +161,15 @@ class TrainingRunRequest(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _warmup_within_epochs(self) -> Self:
+    def _fields_agree(self) -> Self:
+        problems = []
         if self.warmup_epochs >= self.epochs:
-            raise ValueError(
-                f"warmup_epochs ({self.warmup_epochs}) must be less than epochs ({self.epochs})"
-            )
+            problems.append(
+                f"warmup_epochs ({self.warmup_epochs}) must be less than epochs ({self.epochs})")
+        if self.min_nodes is not None and self.min_nodes > self.nodes:
+            problems.append(f"min_nodes ({self.min_nodes}) must be at most nodes ({self.nodes})")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property

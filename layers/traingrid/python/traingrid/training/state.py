@@ -35,8 +35,22 @@ class PlanFileSystem(TypedDict):
     tags: list[dict[str, str]]
 
 
+class Attempt(TypedDict):
+    """One Batch job of the run: its nodes, why it was made, the checkpoint it resumed from;
+    once it ended, its job and what happened (``attempts.next_attempt``)."""
+
+    attempt: int
+    nodes: int
+    reason: str
+    resumed_from: str | None
+    job_id: NotRequired[str | None]
+    outcome: NotRequired[str]
+    ran_s: NotRequired[int]
+
+
 class PlanJob(TypedDict):
-    """SubmitJob's overrides that the plan decides."""
+    """SubmitJob's overrides that the plan decides, for the attempt in progress, and the
+    attempts so far."""
 
     name: str
     nodes: int
@@ -48,6 +62,13 @@ class PlanJob(TypedDict):
     attempt_duration_s: int
     environment: dict[str, str]
     command: list[str]  # the container's arguments: what the node entrypoint launches
+    requested_nodes: int
+    min_nodes: int  # fewest nodes an attempt may shrink to after no capacity
+    max_attempts: int
+    attempts: list[Attempt]
+    trained: bool  # an attempt ran on nodes: the file system holds outputs
+    resubmit: bool  # the last decision: submit another attempt
+    decision: str
 
 
 class PlanArchive(TypedDict):
@@ -110,6 +131,12 @@ class CheckFileSystemEvent(TypedDict):
 class CheckExportEvent(TypedDict):
     export: ExportState
     plan: RunPlan
+
+
+class NextAttemptEvent(TypedDict):
+    plan_job: PlanJob
+    job: dict[str, Any]  # the training wait's state (waits.JobState)
+    archive: PlanArchive
 
 
 class RetainFileSystemEvent(TypedDict):

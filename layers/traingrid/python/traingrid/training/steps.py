@@ -8,13 +8,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from traingrid import clock
-from traingrid.aws import fsx
-from traingrid.training import waits
+from traingrid.aws import fsx, s3
+from traingrid.training import attempts, waits
+from traingrid.training.plan import FSX_MOUNT_POINT
 from traingrid.training.state import (
     CheckExportEvent,
     CheckFileSystemEvent,
     ExportState,
     FileSystemState,
+    NextAttemptEvent,
+    PlanJob,
     Retained,
     RetainFileSystemEvent,
     RunPlan,
@@ -31,6 +34,17 @@ def check_file_system(event: CheckFileSystemEvent) -> FileSystemState:
     )
     checked: FileSystemState = {"arn": state.get("arn", ""), **result}
     return checked
+
+
+def next_attempt(event: NextAttemptEvent) -> PlanJob:
+    """The job failed: another attempt or not (``attempts.next_attempt``), with the newest
+    checkpoint that reached S3 as the one a resubmitted job resumes from."""
+    archive = event["archive"]
+    prefix = f"{archive['prefix']}{attempts.CHECKPOINT_DIR}/"
+    keys = [o["key"] for o in s3.objects_under(archive["bucket"], prefix)]
+    newest = attempts.newest_checkpoint(keys, prefix)
+    checkpoint = f"{FSX_MOUNT_POINT}/{newest}" if newest else None
+    return attempts.next_attempt(event["plan_job"], event["job"], checkpoint)
 
 
 def artifacts_location(plan: RunPlan, file_system: FileSystemState) -> str:

@@ -129,6 +129,10 @@ class JobState:
     terminated: bool = False
     error: str | None = None
     cause: str | None = None
+    # A FAILED job's main-node exit code (None: the container never exited, e.g. its host went
+    # away) and Batch's statusReason: what tells an infrastructure failure from the code's.
+    exit_code: int | None = None
+    status_reason: str | None = None
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> JobState:
@@ -157,13 +161,18 @@ def runnable_diagnosis(job: JobState, description: dict[str, Any], plan_job: dic
     )
 
 
+def main_container(description: dict[str, Any]) -> dict[str, Any]:
+    """The container of the job's last attempt (the main node's, for a multi-node job)."""
+    attempts = description.get("attempts") or []
+    return attempts[-1].get("container", {}) if attempts else {}
+
+
 def failure_cause(description: dict[str, Any]) -> str:
     """Why a Batch job failed, in words: status reason, the node and its exit code, logs."""
     parts = [f"Batch job {description.get('jobName')} ({description.get('jobId')}) FAILED"]
     if reason := description.get("statusReason"):
         parts.append(f"reason: {reason}")
-    attempts = description.get("attempts") or []
-    container = attempts[-1].get("container", {}) if attempts else {}
+    container = main_container(description)
     main_node = description.get("nodeProperties", {}).get("mainNode", 0)
     if "exitCode" in container:
         parts.append(f"main node {main_node} exited with code {container['exitCode']}")
@@ -218,6 +227,8 @@ def check_training_job(
         elif state.status == "FAILED":
             state.error = "TrainingJobFailed"
             state.cause = failure_cause(description)
+            state.exit_code = main_container(description).get("exitCode")
+            state.status_reason = description.get("statusReason")
     return state.error is not None and not state.terminated and not state.done
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import time
@@ -37,6 +38,8 @@ class Scenario:
     expected: dict[str, str]  # pipeline → the status its runs must end in
     state_faults: Mapping[str, StateFault] = field(default_factory=dict)
     description: str | None = None  # what happens, when it is not one named fault
+    # Fields of the uploaded run request (a --manifest's fields override them).
+    request: Mapping[str, Any] = field(default_factory=dict)
 
 
 # A run is stopped this far into its training wait, while its job trains.
@@ -46,7 +49,19 @@ SCENARIOS: dict[str, Scenario] = {
     "happy": Scenario(frozenset(), {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
     "fsx-create-failed": Scenario(frozenset({"fsx-create-failed"}), {"training": "FAILED"}),
     "batch-job-failed": Scenario(frozenset({"batch-job-failed"}), {"training": "FAILED"}),
-    "node-lost": Scenario(frozenset({"node-lost"}), {"training": "FAILED"}),
+    "node-lost": Scenario(
+        frozenset({"node-lost"}), {"training": "SUCCEEDED"},
+        description="the first job's main node host is lost after 20 minutes; the run resumes "
+                    "from its checkpoint on the same nodes and succeeds on the second attempt"),
+    "node-lost-every-attempt": Scenario(
+        frozenset({"node-lost-every-attempt"}), {"training": "FAILED"},
+        description="every job's main node host is lost; after 3 attempts the run fails, "
+                    "naming each"),
+    "capacity-shrink": Scenario(
+        frozenset({"capacity-8-nodes"}), {"training": "SUCCEEDED"},
+        request={"nodes": 20, "min_nodes": 4},
+        description="only 8 nodes can be had for a run of 20 (min_nodes 4): it shrinks to 10, "
+                    "then 5, and trains on 5"),
     "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
     "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
     "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),
@@ -127,9 +142,24 @@ def upload_sample_dataset(emulator: Emulator) -> None:
                       Body=block * (SHARD_BYTES // len(block)))
 
 
+def manifest_body(scenario: Scenario, given: bytes | None) -> bytes:
+    """The run request to upload: the scenario's fields, overridden by the given manifest's.
+    A manifest that is not a JSON object is uploaded as it is (for the trigger to refuse)."""
+    if given is None:
+        given = b"{}"
+    try:
+        fields = json.loads(given)
+    except ValueError:
+        return given
+    if not isinstance(fields, dict):
+        return given
+    return json.dumps({**scenario.request, **fields}).encode() + b"\n"
+
+
 def start_training(emulator: Emulator, options: DemoOptions) -> None:
     upload_sample_dataset(emulator)
-    body = options.manifest.read_bytes() if options.manifest else b"{}\n"
+    body = manifest_body(SCENARIOS[options.scenario],
+                         options.manifest.read_bytes() if options.manifest else None)
     for _ in range(options.uploads):
         emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=options.key, Body=body)
 

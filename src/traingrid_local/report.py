@@ -8,6 +8,7 @@ from typing import Any
 from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
+from traingrid.training.outcome import nodes_used
 from traingrid_local import campaign_demo
 from traingrid_local.emulator import lambda_inprocess
 from traingrid_local.emulator.deploy import Stack
@@ -46,27 +47,30 @@ def _entered(emulator: Emulator, events: list[dict[str, Any]], state: str) -> fl
     return None
 
 
-def _task_output(events: list[dict[str, Any]], state: str) -> dict[str, Any] | None:
-    """The output of the first successful task of ``state``."""
+def _task_output(events: list[dict[str, Any]], state: str,
+                 last: bool = False) -> dict[str, Any] | None:
+    """The output of the first (or ``last``) successful task of ``state``."""
     scheduled = {e["id"] for e in events if e["type"] == "TaskStateEntered"
                  and e["stateEnteredEventDetails"]["name"] == state}
-    inside = False
+    inside, found = False, None
     for event in events:
         if event["id"] in scheduled:
             inside = True
         elif event["type"].endswith("StateEntered"):
             inside = False  # that visit ended without success
         elif inside and event["type"] == "TaskSucceeded":
-            return json.loads(event["taskSucceededEventDetails"]["output"])
-    return None
+            found = json.loads(event["taskSucceededEventDetails"]["output"])
+            if not last:
+                return found
+    return found
 
 
 def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Cleanup lag: simulated seconds from the training job's terminal state to the file
+    """Cleanup lag: simulated seconds from the last training job's terminal state to the file
     system's deletion, with the part until the run acted on the job's end (``noticed_s``) and
     the export task's (``export_s``, 0 when the job archived its outputs itself). None if the
     job never ran to an end or the file system was not deleted."""
-    submitted = _task_output(events, "SubmitTrainingJob")
+    submitted = _task_output(events, "SubmitTrainingJob", last=True)
     deleted_at = _entered(emulator, events, "DeleteFileSystem")
     if submitted is None or deleted_at is None:
         return None
@@ -87,6 +91,31 @@ def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] 
         "lag_s": round(deleted_at - ended_at, 1),
         "noticed_s": round(acted_at - ended_at, 1),
         "export_s": round(export_s, 1),
+    }
+
+
+def last_state(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The execution's state, with its plan, as it entered the last state that had one (the
+    final Summarize leaves only the run's summary)."""
+    for event in reversed(events):
+        details = event.get("stateEnteredEventDetails")
+        if details and details.get("input"):
+            state = json.loads(details["input"])
+            if isinstance(state, dict) and "plan" in state:
+                return state
+    return {}
+
+
+def training_attempts(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A TrainingRun's nodes asked for, the nodes its last attempt trained on (None: none
+    got nodes) and every attempt: ``{nodes, reason, resumed_from, job_id, outcome}``."""
+    state = last_state(events)
+    planned = (state.get("plan") or {}).get("job") or {}
+    request = state.get("request") or {}
+    return {
+        "nodes_requested": planned.get("requested_nodes", request.get("nodes")),
+        "nodes_used": nodes_used(planned, state.get("job") or {}) if planned else None,
+        "attempts": planned.get("attempts", []),
     }
 
 
@@ -296,7 +325,9 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
     found = artifacts(emulator, stack.outputs["DataBucketName"])
     for entry in executions:
         if entry["state_machine"] == "TrainingRun":
-            entry["cleanup"] = cleanup(emulator, history(emulator, entry["execution_arn"]))
+            events = history(emulator, entry["execution_arn"])
+            entry["cleanup"] = cleanup(emulator, events)
+            entry.update(training_attempts(events))
             entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
         if entry["state_machine"] == "CampaignFanout":
             entry["jobs"] = campaign_demo.region_jobs(deployment.database_url,

@@ -15,7 +15,13 @@ from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
 from traingrid_local import campaign_demo, report
 from traingrid_local.client import ApiClient
-from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, upload_sample_dataset, wait_for_runs
+from traingrid_local.demo import (
+    DEFAULT_KEY,
+    SCENARIOS,
+    manifest_body,
+    upload_sample_dataset,
+    wait_for_runs,
+)
 from traingrid_local.emulator import batch, lambda_inprocess, sagemaker
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
@@ -90,7 +96,8 @@ def run_scenario(emulated):
             key: str = DEFAULT_KEY, speed: float = SPEED) -> Outcome:
         emulator, deployment = emulated(scenario, speed=speed)
         upload_sample_dataset(emulator)
-        body = json.dumps(manifest if manifest is not None else {}).encode()
+        body = manifest_body(SCENARIOS[scenario], None if manifest is None
+                             else json.dumps(manifest).encode())
         for _ in range(uploads):
             emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=key, Body=body)
         return finish(emulator, deployment, "TrainingRunStateMachineArn")

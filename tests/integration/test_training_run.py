@@ -4,6 +4,7 @@ real S3 upload."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -115,16 +116,83 @@ def test_training_failure_is_explained_archived_and_released(run_scenario):
     assert record["job_status"] == "FAILED" and record["manifest"] is not None
 
 
-def test_outputs_the_job_could_not_export_are_exported_before_the_release(run_scenario):
+def test_a_lost_node_resumes_from_its_checkpoint_and_the_run_succeeds(run_scenario):
     outcome = run_scenario("node-lost")
     execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    name = execution["name"]
+    checkpoint = f"/fsx/runs/{name}/checkpoints/epoch-0001.pt"
+    first, second = execution["attempts"]
+    assert (first["nodes"], first["reason"], first["resumed_from"]) == (20, "first attempt", None)
+    assert first["outcome"].startswith("node lost: Host EC2 (instance")
+    assert first["ran_s"] == 20 * 60
+    assert (second["nodes"], second["resumed_from"]) == (20, checkpoint)
+    assert second["reason"] == first["outcome"]
+    assert (execution["nodes_requested"], execution["nodes_used"]) == (20, 20)
+    # The second job went on from the first one's checkpoint, and said so.
+    log = outcome.emulator.client("s3").get_object(
+        Bucket=DEMO_BUCKET, Key=f"runs/{name}/logs/main-node.log")["Body"].read().decode()
+    assert f"attempt 2: resumed from {checkpoint} (epoch 1)" in log
+    assert {"model/final.pt", "metrics.json"} <= artifact_names(outcome)
+    jobs = outcome.emulator.client("batch").list_jobs(
+        jobQueue=outcome.stack.outputs["TrainingJobQueueArn"], jobStatus="FAILED")
+    assert [j["jobId"] for j in jobs["jobSummaryList"]] == [first["job_id"]]
+    record = outcome.record
+    assert (record["status"], record["nodes"], record["nodes_used"]) == ("SUCCEEDED", 20, 20)
+    assert [a["resumed_from"] for a in record["attempts"]] == [None, checkpoint]
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_a_node_lost_on_every_attempt_fails_the_run_after_max_attempts(run_scenario):
+    outcome = run_scenario("node-lost-every-attempt")
+    execution = outcome.execution
     assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobFailed")
-    assert "Host EC2 (instance" in execution["cause"] and "terminated" in execution["cause"]
-    # The host went away before the job could export: the export task archived what it left.
+    assert [a["nodes"] for a in execution["attempts"]] == [20, 20, 20]
+    assert [a["resumed_from"] is None for a in execution["attempts"]] == [True, False, False]
+    cause = execution["cause"]
+    assert "The run made 3 attempts: 1: 20 nodes (first attempt) → node lost" in cause
+    assert "all 3 attempts used" in cause
+    # The hosts went away before the jobs could export: the export task archived the rest.
     assert execution["cleanup"]["export_s"] > 0
     names = artifact_names(outcome)
-    assert "checkpoints/epoch-0001.pt" in names and "outputs.json" not in names
-    assert "Artifacts archived:" in execution["cause"]
+    assert "checkpoints/epoch-0003.pt" in names and "outputs.json" not in names
+    assert "Artifacts archived:" in cause
+    record = outcome.record
+    assert (record["nodes"], record["nodes_used"], len(record["attempts"])) == (20, 20, 3)
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_a_run_without_capacity_for_its_nodes_shrinks_and_trains_on_what_it_gets(run_scenario):
+    outcome = run_scenario("capacity-shrink")
+    execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    assert [a["nodes"] for a in execution["attempts"]] == [20, 10, 5]
+    # Waited past the 30-minute runnable limit, then was terminated and resubmitted.
+    assert re.fullmatch(r"no capacity: waited 3[01] min in the queue on 20 nodes; shrunk to 10",
+                        execution["attempts"][1]["reason"])
+    assert (execution["nodes_requested"], execution["nodes_used"]) == (20, 5)
+    assert (execution["output"]["nodes"], execution["output"]["mpi_gpus"]) == (5, 40)
+    batch = outcome.emulator.client("batch")
+    queue = outcome.stack.outputs["TrainingJobQueueArn"]
+    stopped = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
+    assert len(stopped) == 2  # the two jobs that never got capacity, terminated
+    (trained,) = batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
+    (described,) = batch.describe_jobs(jobs=[trained["jobId"]])["jobs"]
+    assert described["nodeProperties"]["numNodes"] == 5
+    metrics = json.loads(outcome.emulator.client("s3").get_object(
+        Bucket=DEMO_BUCKET, Key=f"runs/{execution['name']}/metrics.json")["Body"].read())
+    assert metrics["world_size"] == 40
+    assert outcome.record["nodes_used"] == 5
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
+def test_a_manifest_overrides_the_scenarios_request(run_scenario):
+    outcome = run_scenario("capacity-shrink", manifest={"min_nodes": 12})
+    execution = outcome.execution
+    assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobStuck")
+    assert [a["nodes"] for a in execution["attempts"]] == [20, 12]
+    assert "not retried: no capacity for 12 nodes and min_nodes is 12" in execution["cause"]
+    assert execution["nodes_used"] is None
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
 

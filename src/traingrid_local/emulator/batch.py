@@ -9,10 +9,12 @@ the per-run node count and environment, reports ``statusReason``, attempts with 
 ``TerminateJob`` ends it FAILED with the given reason. Every status change is announced on the
 account's default event bus as a "Batch Job State Change" event (detail: the job as DescribeJobs
 shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-job-failed``
-(main node exits 1 after some training), ``node-lost`` (the main node's host is terminated after
-some training: the job FAILS with no exit code and its outputs are never exported),
-``stuck-runnable`` (a job never placed, as is one asking a node for more memory than it
-registers), and ``lost-events`` (no state-change event is ever delivered).
+(main node exits 1 after some training), ``node-lost`` (the main node's host of a run's first
+job is terminated after some training: the job FAILS with no exit code and only the checkpoints
+written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
+never placed, as is one asking a node for more memory than it registers, or under
+``capacity-8-nodes`` for more than 8 nodes), and ``lost-events`` (no state-change event is ever
+delivered).
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
@@ -49,6 +51,7 @@ ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED",
 FAILING_AFTER_SECONDS = 20 * 60
 MAIN_NODE_EXIT_CODE = 1
 LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
+CAPACITY_NODES = 8  # all the capacity-8-nodes fault lets a job have
 
 
 def _ms(moment: datetime) -> int:
@@ -275,16 +278,18 @@ def _submitjob(previous: Any) -> Any:
         definition = job.job_definition
         instance_type = _container_value(definition, overrides, "instanceType")
         requirements = _container_value(definition, overrides, "resourceRequirements")
+        num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
-            num_nodes=int(overrides.get("numNodes", node_properties.get("numNodes", 1))),
+            num_nodes=num_nodes,
             instance_type=instance_type,
             command=list(_container_value(definition, overrides, "command") or []),
             stuck=(faults.CURRENT.on("stuck-runnable")
-                   or not fits_a_node(instance_type, requirements)),
+                   or not fits_a_node(instance_type, requirements)
+                   or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES)),
             fails=faults.CURRENT.on("batch-job-failed"),
-            lost=faults.CURRENT.on("node-lost"),
+            lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
             training_seconds=training_seconds(environment),
         )
         _announce_changes(job)
@@ -293,6 +298,12 @@ def _submitjob(previous: Any) -> Any:
     return submitjob
 
 
+
+
+def _loses_its_host(run: str) -> bool:
+    plan = faults.CURRENT
+    return (plan.on("node-lost-every-attempt")
+            or (plan.on("node-lost") and plan.first_time("node-lost", run)))
 
 
 def _terminate_job(previous: Any) -> Any:

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 FAULTS: dict[str, str] = {
     "fsx-create-failed": "the file system goes FAILED while hydrating",
     "batch-job-failed": "the training job's main node exits non-zero",
-    "node-lost": "the training job's main node host is terminated: no exit, no export on exit",
+    "node-lost": "the first training job of each run loses its main node's host: no exit, no "
+                 "export on exit (its checkpoints reached S3 as they were written)",
+    "node-lost-every-attempt": "every training job loses its main node's host, as node-lost",
+    "capacity-8-nodes": "no more than 8 nodes can be had: a job asking for more stays RUNNABLE",
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
     "export-failed": "S3 refuses the file system's exports: on the job's exit and the export task",
     "throttling": "the first calls of every FSx and Batch operation are throttled",
@@ -85,6 +88,12 @@ class FaultPlan:
 
     def on(self, name: str) -> bool:
         return name in self.active
+
+    def first_time(self, name: str, key: str) -> bool:
+        """True the first time it is asked for this fault and key (e.g. a run's first job)."""
+        with self._lock:
+            self._calls[f"{name}:{key}"] += 1
+            return self._calls[f"{name}:{key}"] == 1
 
     def on_in_region(self, name: str, region: str) -> bool:
         """True if ``name`` is on and ``region`` is the plan's fault region."""

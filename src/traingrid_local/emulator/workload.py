@@ -4,8 +4,10 @@ system, as the real job writes to ``$OUTPUT_DIR`` on the Lustre mount.
 The outputs are small stand-ins with the trainer's names (its newest checkpoints, the final
 weights, the main node's log) and its ``metrics.json``, honouring the one contract of
 ``traingrid_node.metrics``: enough for the archive, its verification and its manifest to work on
-real files. Like the entrypoint, the main
-node then writes the outputs' index and exports everything to S3 before the job ends.
+real files. Like the trainer, a job resumes from the newest checkpoint a earlier attempt left on
+the file system, and each checkpoint reaches S3 as it is written (``lfs hsm_archive``), even
+when the job's host is lost later. Like the entrypoint, the main node then writes the outputs'
+index and exports everything to S3 before the job ends.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
 from traingrid_local.emulator import faults, fsx
-from traingrid_node.metrics import CHECKPOINT_DIR, FINAL_MODEL, METRICS_FILE, metrics_document
+from traingrid_node.metrics import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_NAME,
+    FINAL_MODEL,
+    METRICS_FILE,
+    metrics_document,
+)
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
@@ -41,14 +49,29 @@ def _number(env: dict[str, str], name: str, default: int) -> int:
     return int(raw) if raw.isdigit() else default
 
 
+def newest_checkpoint(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
+    """(epoch, path relative to the output folder) of the newest checkpoint on the file
+    system under ``root``; (0, None) when there is none."""
+    prefix = f"{root}/{CHECKPOINT_DIR}/"
+    found = [(int(m.group(1)), path.removeprefix(f"{root}/")) for path in files
+             if path.startswith(prefix)
+             and (m := CHECKPOINT_NAME.fullmatch(path.removeprefix(prefix)))]
+    return max(found) if found else (0, None)
+
+
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
-            ran_seconds: float, command: Sequence[str] = ()) -> dict[str, bytes]:
+            ran_seconds: float, command: Sequence[str] = (), resumed_epoch: int = 0,
+            resumed_from: str | None = None) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
-    its newest checkpoints, and on success the final weights and ``metrics.json``."""
+    its newest checkpoints, and on success the final weights and ``metrics.json``. A job that
+    resumed from an earlier attempt's checkpoint (``resumed_epoch``) goes on from there."""
     gpus = _number(env, "MPI_GPUS", 0)
     epochs, batch = _number(env, "EPOCHS", 90), _number(env, "BATCH_SIZE", 256)
     log = [
         f"mpirun -np {gpus} {env.get('EXTRA_MPI_PARAMS', '')} {shlex.join(command)}",
+        f"attempt {env.get('TRAINGRID_ATTEMPT', '1')}: "
+        + (f"resumed from {resumed_from} (epoch {resumed_epoch})" if resumed_from
+           else "starting from epoch 0"),
         f"epochs {epochs}, batch size {batch}, {env.get('LR_DECAY_MODE')} decay, "
         f"{env.get('WARMUP_EPOCHS')} warmup epochs",
         f"trained {ran_seconds / 3600:.2f} h at {gpus * IMAGES_PER_SECOND_PER_GPU} images/s",
@@ -56,7 +79,7 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
     ]
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     seed = env.get("TRAINGRID_RUN", "run").encode()
-    trained = epochs if succeeded else (1 if ran_seconds > 0 else 0)
+    trained = epochs if succeeded else min(epochs, resumed_epoch + (1 if ran_seconds > 0 else 0))
     for epoch in range(max(1, trained - KEPT_CHECKPOINTS + 1), trained + 1):
         digest = hashlib.sha256(seed + epoch.to_bytes(4, "big")).digest()
         files[f"{CHECKPOINT_DIR}/epoch-{epoch:04d}.pt"] = digest * (CHECKPOINT_BYTES // len(digest))
@@ -68,7 +91,7 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             steps=epochs * (IMAGENET_TRAIN_IMAGES // max(global_batch, 1)),
             global_batch=global_batch, images_per_second=gpus * IMAGES_PER_SECOND_PER_GPU,
             epoch_seconds=[ran_seconds / max(epochs, 1)] * epochs, allreduce_ok=True,
-            synthetic=False, top1_accuracy=0.759)
+            synthetic=False, top1_accuracy=0.759, resumed_from=resumed_from)
         files[METRICS_FILE] = json.dumps(document, indent=1).encode()
     return files
 
@@ -81,11 +104,17 @@ def write_outputs(account_id: str, region: str, env: dict[str, str], *, exports:
         return 0
     mount = env.get("FSX_MOUNT_POINT", "/fsx").rstrip("/")
     root = env.get("OUTPUT_DIR", f"{mount}/output").removeprefix(mount).strip("/")
-    produced = outputs(env, **result)
+    resumed_epoch, resumed = newest_checkpoint(fs.files, root)
+    produced = outputs(env, resumed_epoch=resumed_epoch,
+                       resumed_from=f"{mount}/{root}/{resumed}" if resumed else None, **result)
     for name, data in produced.items():
         fs.files[f"{root}/{name}"] = data
     if exports and env.get("TRAINGRID_EXPORT_DIR", "").rstrip("/") == f"{mount}/{root}":
         export_on_exit(account_id, fs, root, produced)
+    elif not faults.CURRENT.on("export-failed"):
+        # The trainer archived each checkpoint as it wrote it.
+        fsx.export_files(account_id, fs, {f"{root}/{name}": data for name, data in produced.items()
+                                          if name.startswith(f"{CHECKPOINT_DIR}/")})
     return len(produced)
 
 

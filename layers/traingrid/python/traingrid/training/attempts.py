@@ -102,9 +102,9 @@ def next_attempt(job_plan: PlanJob, job: dict[str, Any], checkpoint: str | None)
     and ``decision`` says why, in words. The attempts so far stay in ``attempts``, the ended
     one closed with its job and what happened to it."""
     failure = classify(job)
-    attempts = [dict(a) for a in job_plan["attempts"]]
-    attempts[-1].update(job_id=job.get("id"), outcome=failure.summary,
-                        ran_s=int(job.get("running_s") or 0))
+    ended: Attempt = {**job_plan["attempts"][-1], "job_id": job.get("id"),
+                      "outcome": failure.summary, "ran_s": int(job.get("running_s") or 0)}
+    attempts = [*job_plan["attempts"][:-1], ended]
     trained = bool(job_plan.get("trained") or job.get("started"))
     nodes, min_nodes = job_plan["nodes"], job_plan["min_nodes"]
     used, allowed = len(attempts), job_plan["max_attempts"]
@@ -125,7 +125,7 @@ def next_attempt(job_plan: PlanJob, job: dict[str, Any], checkpoint: str | None)
         decision, next_nodes = f"not retried: {failure.summary}; all {allowed} attempts used", None
     if next_nodes is None:
         return {**job_plan, "attempts": attempts, "trained": trained, "resubmit": False,
-                "decision": decision}  # type: ignore[typeddict-item]
+                "decision": decision}
     attempts.append({"attempt": used + 1, "nodes": next_nodes, "reason": why,
                      "resumed_from": checkpoint})
     environment = {**job_plan["environment"], "TRAINGRID_ATTEMPT": str(used + 1)}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
+from traingrid.training.attempts import first_attempt
 from traingrid.training.catalog import (
     FSX_USD_PER_GB_MONTH,
     HOURS_PER_MONTH,
@@ -22,7 +23,6 @@ from traingrid.training.catalog import (
     resource_requirements,
     round_up_capacity,
 )
-from traingrid.training.attempts import first_attempt
 from traingrid.training.state import PlanLimits, RunPlan
 
 if TYPE_CHECKING:

@@ -287,6 +287,8 @@ def test_torchrun_runs_on_every_node(cluster, tmp_path: Path, fake_bin) -> None:
         "RECORD_DIR": str(tmp_path),
         "TRAINGRID_LAUNCHER": "torchrun",
         "TRAINGRID_TRAIN_COMMAND": "train.py --lr 0.1",
+        "TRAINGRID_MIN_NODES": "2",
+        "TRAINGRID_RUN": "run-1",
     }
     nodes = cluster.start_all(3, env)
 
@@ -294,11 +296,13 @@ def test_torchrun_runs_on_every_node(cluster, tmp_path: Path, fake_bin) -> None:
     for rank in range(3):
         argv = json.loads((tmp_path / f"torchrun-{rank}.json").read_text())["argv"]
         assert argv == [
-            "--nnodes=3",
+            "--nnodes=2:3",
             "--nproc-per-node=2",
-            f"--node-rank={rank}",
-            "--master-addr=127.0.0.1",
-            "--master-port=29500",
+            "--max-restarts=3",
+            "--rdzv-backend=c10d",
+            "--rdzv-endpoint=127.0.0.1:29500",
+            "--rdzv-id=run-1",
+            f"--rdzv-conf=is_host={'true' if rank == 0 else 'false'}",
             "train.py",
             "--lr",
             "0.1",

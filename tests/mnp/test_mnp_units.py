@@ -159,22 +159,27 @@ def test_container_args_take_precedence_over_train_command_env() -> None:
     assert cfg.train_command == ("python3", "other.py")
 
 
-def test_torchrun_command_with_script() -> None:
+def test_torchrun_command_is_elastic_with_a_c10d_rendezvous_on_the_main_node() -> None:
     command = build_torchrun_command(
-        num_nodes=4,
+        min_nodes=2,
+        max_nodes=4,
         nproc_per_node=8,
-        node_rank=2,
-        master_addr="10.0.0.4",
-        master_port=29500,
+        main_address="10.0.0.4",
+        port=29500,
+        run_id="run-1",
+        is_main=False,
+        max_restarts=3,
         train_command=["train.py", "--lr", "0.1"],
     )
     assert command == [
         "torchrun",
-        "--nnodes=4",
+        "--nnodes=2:4",
         "--nproc-per-node=8",
-        "--node-rank=2",
-        "--master-addr=10.0.0.4",
-        "--master-port=29500",
+        "--max-restarts=3",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.4:29500",
+        "--rdzv-id=run-1",
+        "--rdzv-conf=is_host=false",
         "train.py",
         "--lr",
         "0.1",
@@ -183,28 +188,47 @@ def test_torchrun_command_with_script() -> None:
 
 def test_torchrun_command_runs_other_programs_without_python() -> None:
     command = build_torchrun_command(
-        num_nodes=2,
+        min_nodes=2,
+        max_nodes=2,
         nproc_per_node=1,
-        node_rank=0,
-        master_addr="10.0.0.4",
-        master_port=1234,
+        main_address="10.0.0.4",
+        port=1234,
+        run_id="r",
+        is_main=True,
+        max_restarts=0,
         train_command=["python", "-u", "train.py"],
     )
+    assert "--rdzv-conf=is_host=true" in command
     assert command[-4:] == ["--no-python", "python", "-u", "train.py"]
 
 
-def test_torchrun_launch_command_uses_node_slots() -> None:
-    cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
+def test_torchrun_launch_command_uses_node_slots_and_the_runs_elastic_range() -> None:
+    cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun", TRAINGRID_MIN_NODES="2",
+                                  TRAINGRID_RUN="run-7"))
     assert cfg.runs_launcher
     command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
-    assert command[:6] == [
+    assert command[:8] == [
         "torchrun",
-        "--nnodes=4",
+        "--nnodes=2:4",
         "--nproc-per-node=4",
-        "--node-rank=3",
-        "--master-addr=10.0.0.4",
-        "--master-port=29500",
+        "--max-restarts=3",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.4:29500",
+        "--rdzv-id=run-7",
+        "--rdzv-conf=is_host=false",
     ]
+
+
+def test_without_min_nodes_torchrun_waits_for_every_node() -> None:
+    cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
+    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
+    assert command[1] == "--nnodes=4:4"
+
+
+@pytest.mark.parametrize("value", ["0", "5", "two"])
+def test_min_nodes_outside_the_jobs_nodes_is_a_configuration_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="TRAINGRID_MIN_NODES"):
+        parse_config(worker_env(TRAINGRID_MIN_NODES=value))
 
 
 def test_launch_command_override_replaces_launcher() -> None:

@@ -32,6 +32,7 @@ FORWARDED_PREFIXES = ("FI_", "NCCL_")
 DEFAULT_HOSTFILE = "/tmp/traingrid/hostfile"
 DEFAULT_FSX_MOUNT_POINT = "/fsx"
 DEFAULT_TORCHRUN_PORT = 29500
+DEFAULT_MAX_RESTARTS = 3  # elastic torchrun: restarts of the workers after a node fails
 DEFAULT_KILL_GRACE = 20.0
 DEFAULT_SSHD_COMMAND = "/usr/sbin/sshd"
 DEFAULT_NVIDIA_SMI = "nvidia-smi"
@@ -109,6 +110,9 @@ class NodeConfig:
     efa_rdma: bool = False
     hostfile: Path = Path(DEFAULT_HOSTFILE)
     torchrun_port: int = DEFAULT_TORCHRUN_PORT
+    min_nodes: int | None = None  # torchrun's elastic lower bound (None: all the job's nodes)
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    run_id: str = "traingrid"  # torchrun's rendezvous id: the run's name
     kill_grace: float = DEFAULT_KILL_GRACE
     sshd_mode: str = "auto"
     sshd_command: tuple[str, ...] = (DEFAULT_SSHD_COMMAND,)
@@ -215,6 +219,8 @@ def _parse_topology(env: Mapping[str, str]) -> dict[str, Any]:
         "num_nodes": num_nodes,
         "main_index": main_index,
         "main_address": _parse_ipv4(address_var, raw_address) if raw_address else None,
+        # The plan's min_nodes: elastic torchrun goes on with this many nodes or more.
+        "min_nodes": _env_int(env, "TRAINGRID_MIN_NODES", num_nodes, 1, num_nodes),
     }
 
 
@@ -246,6 +252,8 @@ def _parse_launch(env: Mapping[str, str], argv: Sequence[str]) -> dict[str, Any]
         "efa_rdma": _get(env, "TRAINGRID_EFA_RDMA") == "1",
         "hostfile": Path(_get(env, "TRAINGRID_HOSTFILE") or DEFAULT_HOSTFILE),
         "torchrun_port": _env_int(env, "TRAINGRID_TORCHRUN_PORT", DEFAULT_TORCHRUN_PORT, 1, 65535),
+        "max_restarts": _env_int(env, "TRAINGRID_MAX_RESTARTS", DEFAULT_MAX_RESTARTS, 0, 100),
+        "run_id": _get(env, "TRAINGRID_RUN") or "traingrid",
         "kill_grace": _env_seconds(env, "TRAINGRID_KILL_GRACE", DEFAULT_KILL_GRACE),
         "sshd_mode": _env_mode(env, "TRAINGRID_START_SSHD"),
         "sshd_command": _env_command(env, "TRAINGRID_SSHD_COMMAND") or (DEFAULT_SSHD_COMMAND,),

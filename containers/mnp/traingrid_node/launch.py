@@ -107,14 +107,23 @@ def forwarded_variables(env: Mapping[str, str]) -> list[str]:
 
 def build_torchrun_command(
     *,
-    num_nodes: int,
+    min_nodes: int,
+    max_nodes: int,
     nproc_per_node: int,
-    node_rank: int,
-    master_addr: str,
-    master_port: int,
+    main_address: str,
+    port: int,
+    run_id: str,
+    is_main: bool,
+    max_restarts: int,
     train_command: Sequence[str],
 ) -> list[str]:
-    """torchrun with a static rendezvous on the main node.
+    """Elastic torchrun: a c10d rendezvous hosted by the main node's agent, ``MIN:MAX`` nodes.
+
+    A node that fails or leaves does not end the job: the agents stop their workers, meet
+    again with the nodes that are left (at least ``min_nodes``) or that came back, and restart
+    the workers from their last checkpoint, up to ``max_restarts`` times. Ranks are given out by
+    the rendezvous, not by node index. The main node hosts the rendezvous store
+    (``is_host``), so it does not depend on hostnames resolving inside containers.
 
     A command whose first word is a ``.py`` script is handed to torchrun as is (torchrun runs it
     with Python); anything else (``python -u train.py``, a shell script...) runs with
@@ -122,19 +131,17 @@ def build_torchrun_command(
     """
     command = [
         "torchrun",
-        f"--nnodes={num_nodes}",
+        f"--nnodes={min_nodes}:{max_nodes}",
         f"--nproc-per-node={nproc_per_node}",
-        f"--node-rank={node_rank}",
-        f"--master-addr={master_addr}",
-        f"--master-port={master_port}",
+        f"--max-restarts={max_restarts}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={main_address}:{port}",
+        f"--rdzv-id={run_id}",
+        f"--rdzv-conf=is_host={'true' if is_main else 'false'}",
     ]
     if train_command and not train_command[0].endswith(".py"):
         command.append("--no-python")
     return [*command, *train_command]
-
-
-
-
 
 
 def run_launcher(
@@ -216,11 +223,14 @@ def launch_command(
         return list(cfg.launch_command)
     if cfg.launcher == TORCHRUN:
         return build_torchrun_command(
-            num_nodes=cfg.num_nodes,
+            min_nodes=cfg.min_nodes or cfg.num_nodes,
+            max_nodes=cfg.num_nodes,
             nproc_per_node=slots,
-            node_rank=node_rank,
-            master_addr=main_address,
-            master_port=cfg.torchrun_port,
+            main_address=main_address,
+            port=cfg.torchrun_port,
+            run_id=cfg.run_id,
+            is_main=cfg.is_main,
+            max_restarts=cfg.max_restarts,
             train_command=cfg.train_command,
         )
     num_processes = cfg.mpi_gpus or total_slots

@@ -68,6 +68,29 @@ def test_a_synthetic_run_writes_its_metrics_and_a_second_run_resumes(tmp_path) -
     assert (output / FINAL_MODEL).is_file()
 
 
+def test_each_checkpoint_is_archived_to_s3_as_it_is_written(tmp_path) -> None:
+    output, calls = tmp_path / "run", tmp_path / "lfs-calls"
+    lfs = tmp_path / "lfs"
+    lfs.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    lfs.chmod(0o755)
+    result = run_trainer(["--synthetic", "--num_epochs", "2", "--steps_per_epoch", "1", *TINY,
+                          "--output_dir", str(output)],
+                         TRAINGRID_EXPORT_DIR=str(output), TRAINGRID_LFS=str(lfs))
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        f"hsm_archive {output / 'checkpoints' / f'epoch-000{n}.pt'}" for n in (1, 2)]
+
+
+def test_a_failed_checkpoint_archive_does_not_stop_training(tmp_path) -> None:
+    output = tmp_path / "run"
+    result = run_trainer(["--synthetic", "--num_epochs", "1", "--steps_per_epoch", "1", *TINY,
+                          "--output_dir", str(output)],
+                         TRAINGRID_EXPORT_DIR=str(output), TRAINGRID_LFS="false")
+    assert result.returncode == 0, result.stderr
+    assert "could not archive epoch-0001.pt to S3 yet" in result.stdout
+    assert (output / FINAL_MODEL).is_file()
+
+
 def write_shards(data_dir: Path, pattern: str, shards: int, per_shard: int) -> None:
     from PIL import Image
 

@@ -26,6 +26,7 @@ DEFAULT_INTERFACE = "eth0"  # the node's network interface, for MPI's TCP traffi
 # What every rank reads from the job's environment (the trainer's defaults, where to meet)...
 FORWARDED_VARIABLES = ("JOB_DIR", "OUTPUT_DIR", "SCRATCH_DIR", "EPOCHS", "BATCH_SIZE",
                        "WARMUP_EPOCHS", "LR_DECAY_MODE", "TRAINGRID_RUN",
+                       "TRAINGRID_EXPORT_DIR", "TRAINGRID_LFS",
                        "TRAINGRID_MAIN_ADDRESS", "PYTHONPATH")
 # ...and the fabric's settings (EFA's libfabric, NCCL).
 FORWARDED_PREFIXES = ("FI_", "NCCL_")
@@ -281,7 +282,8 @@ def _parse_archive(env: Mapping[str, str]) -> ArchiveConfig | None:
     return ArchiveConfig(Path(output_dir), Path(archive_dir), archive_name(env))
 
 
-def _parse_export(env: Mapping[str, str]) -> ExportConfig | None:
+def export_config(env: Mapping[str, str]) -> ExportConfig | None:
+    """Where the outputs are exported from, and the ``lfs`` that does it (None: no export)."""
     output_dir = _get(env, "TRAINGRID_EXPORT_DIR")
     if not output_dir:
         return None
@@ -307,7 +309,7 @@ def parse_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> NodeConfig
         **_parse_launch(env, argv),
         fsx=_parse_fsx(env),
         archive=_parse_archive(env),
-        export=_parse_export(env),
+        export=export_config(env),
     )
     if cfg.runs_launcher and not cfg.launch_command and not cfg.train_command:
         raise ConfigError(

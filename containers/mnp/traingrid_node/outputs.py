@@ -87,6 +87,21 @@ def _archived(state_output: str) -> set[str]:
     return done
 
 
+def archive_now(export: ExportConfig | None, files: Sequence[Path]) -> str | None:
+    """Ask Lustre to archive these files to the S3 data repository now (``lfs hsm_archive``
+    queues the copy and returns), so a checkpoint reaches S3 while the job trains and outlives
+    its host. Files outside the export folder are left alone. An error message, or None."""
+    if export is None:
+        return None
+    inside = [f for f in files if f.resolve().is_relative_to(export.output_dir.resolve())]
+    try:
+        if inside:
+            _lfs(export, "hsm_archive", inside)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
 def export_outputs(export: ExportConfig) -> tuple[int, int]:
     """Ask Lustre to archive every output to the S3 data repository (``lfs hsm_archive``)
     and wait until each is archived or the timeout passes: (archived, total)."""

@@ -9,13 +9,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from traingrid_node.config import ExportConfig, export_config
 from traingrid_node.metrics import metrics_document, write_metrics
+from traingrid_node.outputs import archive_now
 from traingrid_trainer import checkpoint, data
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50
@@ -91,6 +94,17 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
     return rates
 
 
+def save_checkpoint(cfg: TrainConfig, epoch: int, model: nn.Module,
+                    optimizer: torch.optim.Optimizer, export: ExportConfig | None) -> Path:
+    """Save the epoch's checkpoint and send it to S3 at once, so it outlives this job's host
+    (a failed archive only delays it: the run's export copies it later)."""
+    saved = checkpoint.save(cfg.checkpoint_dir, epoch, model, optimizer)
+    if problem := archive_now(export, [saved]):
+        print(f"[trainer] could not archive {saved.name} to S3 yet ({problem}); the run's "
+              "export copies it later", flush=True)
+    return saved
+
+
 def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     allreduce_ok = check_allreduce(world, device)
     log(world, f"all-reduce over {world.size} rank(s): {'ok' if allreduce_ok else 'WRONG'}")
@@ -120,6 +134,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     rates: list[float] = []
     epoch_seconds: list[float] = []
     steps = 0
+    export = export_config(os.environ)  # each checkpoint goes to S3 as it is written
 
     def step_once(lr: float) -> float:
         for group in optimizer.param_groups:
@@ -145,7 +160,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         steps += steps_per_epoch
         epoch_seconds.append(time.perf_counter() - epoch_start)
         if world.is_main:
-            saved = checkpoint.save(cfg.checkpoint_dir, epoch + 1, model, optimizer)
+            saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
     top1 = evaluate(cfg, world, model, device)
     if world.is_main:

@@ -46,7 +46,7 @@ def seed(deployment: Deployment) -> None:
         CampaignRepository(session).ensure(
             CAMPAIGN, description="Driving campaign: San Francisco, Virginia, Dublin, Stuttgart",
             hyperparameters=HYPERPARAMETERS, instance_type=INSTANCE_TYPE, instance_count=10,
-            placement="data-local", expected_hours=2.0,
+            min_instance_count=5, placement="data-local", expected_hours=2.0,
         )
 
 

@@ -69,6 +69,10 @@ SCENARIOS: dict[str, Scenario] = {
                            {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
     "sagemaker-capacity": Scenario(frozenset({"sagemaker-capacity"}), {"campaign": "SUCCEEDED"}),
     "sagemaker-quota": Scenario(frozenset({"sagemaker-quota"}), {"campaign": "SUCCEEDED"}),
+    "sagemaker-shrink": Scenario(
+        frozenset({"sagemaker-capacity-5"}), {"campaign": "SUCCEEDED"},
+        description="the fault region has capacity for 5 instances, not the campaign's 10: "
+                    "its job shrinks to 5 (the campaign's min_instance_count) and trains there"),
     "sagemaker-job-failed": Scenario(frozenset({"sagemaker-job-failed"}),
                                      {"campaign": "FAILED"}),
     "abort-during-hydrate": Scenario(

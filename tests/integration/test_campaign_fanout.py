@@ -51,13 +51,34 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     assert campaign["last_run"]["status"] == "SUCCEEDED"
 
 
+def test_a_region_with_capacity_for_fewer_instances_trains_there_on_fewer(run_campaign):
+    outcome = run_campaign("sagemaker-shrink")
+    assert outcome.execution["status"] == "SUCCEEDED"
+    shrunk = jobs_by_data_region(outcome)["us-west-2"]
+    assert (shrunk["status"], shrunk["region"]) == ("Completed", "us-west-2")
+    first, second = shrunk["attempts"]
+    assert (first["region"], first["instance_count"]) == ("us-west-2", 10)
+    assert "CapacityError" in first["reason"]
+    assert second["region"] == "us-west-2" and second["status"] == "Completed"
+    described = outcome.emulator.client("sagemaker", "us-west-2").describe_training_job(
+        TrainingJobName=shrunk["job_name"])
+    assert described["ResourceConfig"]["InstanceCount"] == 5
+    assert outcome.report["leaked_resources"] == []
+
+
 def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
     outcome = run_campaign("sagemaker-capacity")
     assert outcome.execution["status"] == "SUCCEEDED"
     moved = jobs_by_data_region(outcome)["us-west-2"]
     assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
-    assert moved["attempts"][0]["region"] == "us-west-2"
+    # First fewer instances in the same region (down to the campaign's 5), then another
+    # region with the 10 asked for.
+    assert [(a["region"], a.get("instance_count")) for a in moved["attempts"]] == [
+        ("us-west-2", 10), ("us-west-2", 5), (moved["region"], None)]
     assert "CapacityError" in moved["attempts"][0]["reason"]
+    described = outcome.emulator.client("sagemaker", moved["region"]).describe_training_job(
+        TrainingJobName=moved["job_name"])
+    assert described["ResourceConfig"]["InstanceCount"] == 10
     # The data was copied next to the job: SageMaker reads its input in its own region.
     described = outcome.emulator.client("sagemaker", moved["region"]).describe_training_job(
         TrainingJobName=moved["job_name"])

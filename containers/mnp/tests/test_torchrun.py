@@ -65,11 +65,21 @@ def agents(tmp_path: Path, nodes: int, min_nodes: int, max_restarts: int,
             env=trainer_env(NODE=str(node), RECORD_DIR=str(tmp_path), GLOO_SOCKET_IFNAME="lo",
                             **env)))
     codes = []
-    for process in processes:
-        out, _ = process.communicate(timeout=240)
-        codes.append(process.returncode)
-        if process.returncode:
-            print(out.decode(errors="replace")[-3000:])
+    try:
+        for process in processes:
+            out, _ = process.communicate(timeout=240)
+            codes.append(process.returncode)
+            if process.returncode:
+                print(out.decode(errors="replace")[-3000:])
+    finally:
+        for process in processes:  # an agent left waiting for a peer must not outlive the test
+            if process.poll() is None:
+                process.terminate()  # the agent stops its workers on SIGTERM
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
     return codes
 
 

@@ -1,4 +1,4 @@
-"""A TrainingRun's attempts: the nodes it trained on, and every Batch job it made.
+"""Attempts: a TrainingRun's nodes used and Batch jobs, a campaign's fewest instances.
 
 Revision ID: 0004
 Revises: 0003
@@ -22,9 +22,13 @@ def upgrade() -> None:
     with op.batch_alter_table("training_runs") as batch:
         batch.add_column(sa.Column("nodes_used", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("attempts", sa.JSON(), nullable=True))
+    with op.batch_alter_table("campaigns") as batch:
+        batch.add_column(sa.Column("min_instance_count", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("campaigns") as batch:
+        batch.drop_column("min_instance_count")
     with op.batch_alter_table("training_runs") as batch:
         batch.drop_column("attempts")
         batch.drop_column("nodes_used")

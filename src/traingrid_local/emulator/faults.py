@@ -26,6 +26,8 @@ FAULTS: dict[str, str] = {
     "throttling": "the first calls of every FSx and Batch operation are throttled",
     "lost-events": "Batch job state-change events are never delivered",
     "sagemaker-capacity": "SageMaker jobs in the fault region fail Starting: no ML capacity",
+    "sagemaker-capacity-5": "SageMaker jobs of more than 5 instances in the fault region fail "
+                            "Starting: no ML capacity for them",
     "sagemaker-job-failed": "SageMaker jobs in the fault region fail Training: mpirun exits 1",
     "sagemaker-quota": "CreateTrainingJob in the fault region hits ResourceLimitExceeded",
 }

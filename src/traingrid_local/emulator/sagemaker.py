@@ -21,7 +21,8 @@ drops ``Environment``, ``RetryStrategy`` and the other newer request fields. Her
 - every request field is kept and described (Horovod/MPI hyperparameters included, unchecked).
 
 Faults, each in the plan's fault region only and decided when the job is created:
-``sagemaker-capacity`` (fails while Starting), ``sagemaker-job-failed`` (fails while Training)
+``sagemaker-capacity`` (fails while Starting; ``sagemaker-capacity-5``: only a job of more than
+5 instances does), ``sagemaker-job-failed`` (fails while Training)
 and ``sagemaker-quota`` (``CreateTrainingJob`` refused with ``ResourceLimitExceeded``).
 """
 
@@ -61,6 +62,7 @@ UPLOADING_SECONDS = 3 * 60
 STOPPING_SECONDS = 2 * 60
 # Under the faults: how long into Starting, and into Training, the job fails.
 CAPACITY_FAILS_AFTER_SECONDS = 3 * 60
+LIMITED_CAPACITY_INSTANCES = 5  # all sagemaker-capacity-5 lets a job have
 ALGORITHM_FAILS_AFTER_SECONDS = 25 * 60
 
 NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
@@ -265,7 +267,10 @@ def artifact_uri(job: FakeTrainingJob) -> str:
 
 def _plan(job: FakeTrainingJob, region: str) -> tuple[list[tuple[str, float]], str | None]:
     """Secondary statuses and their lengths, and the failure if a fault strikes this job."""
-    if faults.CURRENT.on_in_region("sagemaker-capacity", region):
+    _, count = _instances(job.resource_config)
+    if faults.CURRENT.on_in_region("sagemaker-capacity", region) or (
+            faults.CURRENT.on_in_region("sagemaker-capacity-5", region)
+            and count > LIMITED_CAPACITY_INSTANCES):
         return [("Starting", CAPACITY_FAILS_AFTER_SECONDS)], CAPACITY_ERROR
     before_training = [("Starting", STARTING_SECONDS), ("Downloading", DOWNLOADING_SECONDS)]
     if faults.CURRENT.on_in_region("sagemaker-job-failed", region):

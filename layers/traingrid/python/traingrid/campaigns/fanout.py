@@ -1,7 +1,9 @@
 """Decisions of one region's branch of the fan-out: poll, succeed, fail, or move on.
 
-Capacity and quota errors are not the job's fault: the branch tries the plan's next acceptable
-region. Anything else ends the branch with the service's reason.
+Capacity and quota errors are not the job's fault: the branch first tries the same region with
+half the instances (never fewer than the campaign's ``min_instance_count``), then the plan's next
+acceptable region with the instances asked for. Anything else ends the branch with the
+service's reason.
 """
 
 from __future__ import annotations
@@ -35,17 +37,29 @@ def check(description: dict[str, Any], poll: Poll) -> RegionJobCheck:
 
 
 def next_region(job: RegionJob, reason: str) -> RegionJob:
-    """Move the branch to the plan's next acceptable region, or give up saying why."""
-    tried: list[Move] = [*job.get("tried", []), {"region": job["region"], "reason": reason}]
-    remaining = [r for r in job.get("fallbacks", []) if r not in {t["region"] for t in tried}]
+    """After no capacity: the same region with fewer instances, else the plan's next acceptable
+    region with the instances asked for, or give up saying why."""
+    count, region = job["instance_count"], job["region"]
+    tried: list[Move] = [*job.get("tried", []),
+                         {"region": region, "reason": reason, "instance_count": count}]
     moved: RegionJob = {**job, "tried": tried, "attempt": int(job.get("attempt", 1)) + 1}
-    if not remaining:
-        regions = ", ".join(t["region"] for t in tried)
-        moved["status"] = RegionJobStatus.FAILED.value
-        moved["reason"] = (f"No capacity for {job['instance_count']} × {job['instance_type']} "
-                           f"in any acceptable region (tried {regions}); last: {reason}")
+    smaller = max(job.get("min_instance_count") or count, count // 2)
+    if smaller < count:
+        moved.update(instance_count=smaller, status=RegionJobStatus.MOVING.value,
+                     reason=f"{region}: {reason}; trying {smaller} × {job['instance_type']} "
+                            f"in {region}")
         return moved
-    moved["region"] = remaining[0]
-    moved["status"] = RegionJobStatus.MOVING.value
-    moved["reason"] = f"{job['region']}: {reason}; trying {remaining[0]}"
+    remaining = [r for r in job.get("fallbacks", []) if r not in {t["region"] for t in tried}]
+    asked = job.get("requested_instance_count") or count
+    if not remaining:
+        regions = ", ".join(dict.fromkeys(t["region"] for t in tried))
+        counts = ", ".join(str(c) for c in dict.fromkeys(t["instance_count"] for t in tried))
+        moved["status"] = RegionJobStatus.FAILED.value
+        moved["reason"] = (f"No capacity for {counts} × {job['instance_type']} in any "
+                           f"acceptable region (tried {regions}); last: {reason}")
+        return moved
+    moved.update(region=remaining[0], instance_count=asked,
+                 status=RegionJobStatus.MOVING.value,
+                 reason=f"{region}: {reason}; trying {asked} × {job['instance_type']} in "
+                        f"{remaining[0]}")
     return moved

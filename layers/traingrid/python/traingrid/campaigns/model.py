@@ -89,6 +89,7 @@ class Move(TypedDict):
 
     region: str
     reason: str
+    instance_count: NotRequired[int]
 
 
 class RegionJob(TypedDict):
@@ -103,7 +104,9 @@ class RegionJob(TypedDict):
     objects: int
     bytes: int
     instance_type: str
-    instance_count: int
+    instance_count: int  # of the attempt in progress
+    requested_instance_count: NotRequired[int]
+    min_instance_count: NotRequired[int]  # fewest it may shrink to in a region
     usd_per_hour: float
     transfer_gb: float
     estimated_usd: float

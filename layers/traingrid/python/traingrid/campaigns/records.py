@@ -102,6 +102,11 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
                    for p in plans for code in (p.region, *p.fallbacks)}
         hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
             "hyperparameters", {})
+        min_count = options.get("min_instance_count") or campaign.min_instance_count
+        if plans and min_count and min_count > plans[0].instance_count:
+            raise RequestInvalid([{"pointer": "/options/min_instance_count", "message": (
+                f"must be at most instance_count ({plans[0].instance_count}), not {min_count}")}],
+                "fan-out options")
     # "reason" is the branch's latest failure from here on; the plan's is kept apart.
     jobs = [RegionJob(
         region=plan.region, requested_region=plan.requested_region, s3_uri=plan.s3_uri,
@@ -110,7 +115,8 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
         transfer_gb=plan.transfer_gb, estimated_usd=plan.estimated_usd,
         placement_reason=plan.reason, fallbacks=list(plan.fallbacks), copy_from=plan.copy_from,
         hyperparameters=hyperparameters, attempt=1, tried=[],
-        status=RegionJobStatus.PLANNED.value,
+        status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
+        min_instance_count=min(min_count or plan.instance_count, plan.instance_count),
     ) for plan in plans]
     # Artifact buckets once for the run, not in every job: the state stays small with many
     # regions (each job may fall back to any of them).

@@ -53,6 +53,10 @@ class FanoutRequest(BaseModel):
     )
     instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
         default=None, description="Instances of each region's job.")
+    min_instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = (
+        Field(default=None, description="Fewest instances a region's job may shrink to when "
+              "SageMaker has no capacity there (halving), before the job moves to the next "
+              "acceptable region (default: the campaign's; at most instance_count)."))
     hyperparameters: dict[HyperparameterName, str | int | float] = Field(
         default_factory=dict, max_length=100,
         description="Merged over the campaign's hyper-parameters, the same in every region.",

@@ -62,6 +62,9 @@ class Campaign(Base):
     hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     instance_type: Mapped[str] = mapped_column(String(64), default="ml.p3.16xlarge")
     instance_count: Mapped[int] = mapped_column(Integer, default=10)
+    # Fewest instances a region's job may shrink to when SageMaker has no capacity for
+    # instance_count there, before it moves region (None: instance_count, no shrinking).
+    min_instance_count: Mapped[int | None] = mapped_column(Integer)
     placement: Mapped[str] = mapped_column(String(16), default="data-local")
     # For cost estimates only.
     expected_hours: Mapped[float] = mapped_column(Float, default=8.0)

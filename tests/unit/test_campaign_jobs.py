@@ -98,6 +98,22 @@ def test_next_region_follows_the_plan_then_gives_up_naming_every_region():
     assert "tried us-west-2, us-east-1, eu-west-1" in done["reason"]
 
 
+def test_no_capacity_first_halves_the_instances_in_the_region_then_moves_with_all_of_them():
+    job = {"region": "us-west-2", "requested_region": "us-west-2", "attempt": 1,
+           "fallbacks": ["us-east-1"], "instance_type": "ml.p3.16xlarge", "instance_count": 10,
+           "requested_instance_count": 10, "min_instance_count": 3}
+    steps = []
+    while job.get("status") != "Failed":
+        job = fanout.next_region(job, "CapacityError: none")
+        steps.append((job["region"], job["instance_count"]))
+    assert steps == [("us-west-2", 5), ("us-west-2", 3), ("us-east-1", 10), ("us-east-1", 5),
+                     ("us-east-1", 3), ("us-east-1", 3)]
+    assert job["reason"].startswith(
+        "No capacity for 10, 5, 3 × ml.p3.16xlarge in any acceptable region (tried us-west-2, "
+        "us-east-1)")
+    assert [t["instance_count"] for t in job["tried"]] == [10, 5, 3, 10, 5, 3]
+
+
 def test_markers_of_one_window_share_one_fanout():
     first = datetime(2026, 11, 21, 13, 1, tzinfo=UTC)
     name = fanout_name("sf", first, 15)

@@ -45,9 +45,10 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
     moved: RegionJob = {**job, "tried": tried, "attempt": int(job.get("attempt", 1)) + 1}
     smaller = max(job.get("min_instance_count") or count, count // 2)
     if smaller < count:
-        moved.update(instance_count=smaller, status=RegionJobStatus.MOVING.value,
-                     reason=f"{region}: {reason}; trying {smaller} × {job['instance_type']} "
-                            f"in {region}")
+        moved["instance_count"] = smaller
+        moved["status"] = RegionJobStatus.MOVING.value
+        moved["reason"] = (f"{region}: {reason}; trying {smaller} × {job['instance_type']} in "
+                           f"{region}")
         return moved
     remaining = [r for r in job.get("fallbacks", []) if r not in {t["region"] for t in tried}]
     asked = job.get("requested_instance_count") or count
@@ -58,8 +59,8 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
         moved["reason"] = (f"No capacity for {counts} × {job['instance_type']} in any "
                            f"acceptable region (tried {regions}); last: {reason}")
         return moved
-    moved.update(region=remaining[0], instance_count=asked,
-                 status=RegionJobStatus.MOVING.value,
-                 reason=f"{region}: {reason}; trying {asked} × {job['instance_type']} in "
-                        f"{remaining[0]}")
+    moved["region"], moved["instance_count"] = remaining[0], asked
+    moved["status"] = RegionJobStatus.MOVING.value
+    moved["reason"] = (f"{region}: {reason}; trying {asked} × {job['instance_type']} in "
+                       f"{remaining[0]}")
     return moved

@@ -127,7 +127,7 @@ class DemoOptions:
                             f"pipeline (it applies to {applies})")
         if self.uploads < 1:
             problems.append("--uploads must be at least 1")
-        if self.manifest is not None and not self.manifest.is_file():
+        if self.manifest is not None and not _is_file(self.manifest):
             problems.append(f"manifest file {self.manifest} does not exist")
         if not self.key or self.key.startswith("/"):
             problems.append("--key must be a relative S3 key like data/manifest.json")
@@ -136,6 +136,13 @@ class DemoOptions:
                 problems.append(f"{option} must be a positive number, not {value}")
         if problems:
             raise ValueError("; ".join(problems))
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, say
+        return False
 
 
 def upload_sample_dataset(emulator: Emulator) -> None:

@@ -55,10 +55,13 @@ RUN_TIMEOUT_S = 180.0
 REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
     ("training", "StopTrainingJob"): (frozenset(), {
         "AwaitTrainingJob": StateFault("service-error")}),
-    # The job exports its outputs as it ends; an export task runs only when it could not.
-    ("training", "StartExport"): (frozenset({"node-lost"}), {}),
-    ("training", "CheckExport"): (frozenset({"node-lost"}), {}),
-    ("training", "WriteManifest"): (frozenset({"node-lost"}), {}),
+    # A failed job leads to the choice of another attempt; a lost node, to a resubmission.
+    ("training", "NextAttempt"): (frozenset({"node-lost"}), {}),
+    # The job exports its outputs as it ends; an export task runs only when it could not
+    # (its host was lost, on its last attempt).
+    ("training", "StartExport"): (frozenset({"node-lost-every-attempt"}), {}),
+    ("training", "CheckExport"): (frozenset({"node-lost-every-attempt"}), {}),
+    ("training", "WriteManifest"): (frozenset({"node-lost-every-attempt"}), {}),
     ("training", "RetainFileSystem"): (frozenset({"export-failed"}), {}),
     ("training", "ExplainFailure"): (frozenset({"batch-job-failed"}), {}),
     ("training", "RecordFailure"): (frozenset({"batch-job-failed"}), {}),

@@ -25,6 +25,7 @@ SAMPLE = [
     Cell("training", "DeleteFileSystem", "service-error"),
     Cell("training", "StopTrainingJob", "throttling-storm"),
     Cell("training", "RecordSuccess", "service-error"),
+    Cell("training", "NextAttempt", "abort"),
     Cell("campaign", "CheckRegionJob", "abort"),
     Cell("campaign", "RecordRegionJob", "service-error"),
     Cell("campaign", "LaunchRegionJob", "throttling-storm"),
@@ -95,6 +96,9 @@ def test_a_part_of_the_matrix_ends_as_expected_with_nothing_leaked(tmp_path):
     unrecorded = by_cell[("RecordSuccess", "service-error")].database
     assert (unrecorded["status"], unrecorded["recorded_by"]) == ("SUCCEEDED", "janitor")
     assert by_cell[("AwaitTrainingJob", "abort")].database["status"] == "ABORTED"
+    # Stopped while choosing another attempt: the lost job's file system is archived and
+    # released by the janitor.
+    assert by_cell[("NextAttempt", "abort")].janitor_actions >= 1
     assert "states:ListExecutions" in training
     aborted = by_cell[("CheckRegionJob", "abort")].database
     assert aborted["status"] == "FAILED" and "ABORTED" in aborted["failure_cause"]

@@ -39,14 +39,17 @@ def test_a_lost_event_costs_at_most_one_fallback_timeout(run_scenario):
     assert outcome.report["leaked_resources"] == []
 
 
-@pytest.mark.parametrize("days", [7])
-def test_a_multi_day_run_stays_far_under_the_history_limit(run_scenario, monkeypatch, days):
+@pytest.mark.parametrize(("scenario", "attempts"), [("happy", 1), ("capacity-shrink", 3)])
+def test_a_multi_day_run_stays_far_under_the_history_limit(run_scenario, monkeypatch, scenario,
+                                                           attempts):
+    days = 7
     monkeypatch.setattr(batch, "TRAINING_SECONDS", days * 24 * 3600)
 
-    run = run_scenario("happy", manifest={"timeouts": {"training_hours": days * 24 + 1}},
+    run = run_scenario(scenario, manifest={"timeouts": {"training_hours": days * 24 + 1}},
                        speed=400_000).execution
 
     assert run["status"] == "SUCCEEDED"
+    assert len(run["attempts"]) == attempts
     assert run["simulated_seconds"] > days * 24 * 3600
     # History grows only with the fallback checks: one per 45 minutes, six events each.
     assert run["history_events"] <= 5_000

@@ -146,6 +146,24 @@ def test_a_job_that_never_started_wrote_nothing() -> None:
     assert one(fs(jobs=(never,))).action is Action.DELETE
 
 
+def test_a_run_between_attempts_keeps_its_file_system_for_the_next_one() -> None:
+    lost = ran(stopped=NOW - HOUR)
+    resubmitted = JobRun("job-2", "RUNNABLE", started=False)
+
+    decision = one(fs(jobs=(lost, resubmitted)), status="RUNNING")
+
+    assert decision.action is Action.KEEP and "RUNNING" in decision.reason
+
+
+def test_an_earlier_attempts_outputs_are_exported_even_if_the_last_one_never_started() -> None:
+    lost = ran(stopped=NOW - 2 * HOUR)
+    never = JobRun("job-2", "FAILED", started=False, stopped_at=NOW - HOUR)
+
+    assert one(fs(jobs=(lost, never))).action is Action.ARCHIVE
+    exported = Export("task-1", "SUCCEEDED", NOW - HOUR)
+    assert one(fs(jobs=(lost, never), exports=(exported,))).action is Action.DELETE
+
+
 def test_an_archived_run_lets_its_file_system_go() -> None:
     assert one(fs(jobs=(ran(),), archived=True)).action is Action.DELETE
 

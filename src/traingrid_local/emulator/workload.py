@@ -4,7 +4,7 @@ system, as the real job writes to ``$OUTPUT_DIR`` on the Lustre mount.
 The outputs are small stand-ins with the trainer's names (its newest checkpoints, the final
 weights, the main node's log) and its ``metrics.json``, honouring the one contract of
 ``traingrid_node.metrics``: enough for the archive, its verification and its manifest to work on
-real files. Like the trainer, a job resumes from the newest checkpoint a earlier attempt left on
+real files. Like the trainer, a job resumes from the newest checkpoint an earlier attempt left on
 the file system, and each checkpoint reaches S3 as it is written (``lfs hsm_archive``), even
 when the job's host is lost later. Like the entrypoint, the main node then writes the outputs'
 index and exports everything to S3 before the job ends.
@@ -21,6 +21,7 @@ from typing import Any
 from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
+from traingrid.training.attempts import newest_checkpoint
 from traingrid_local.emulator import faults, fsx
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
@@ -49,14 +50,15 @@ def _number(env: dict[str, str], name: str, default: int) -> int:
     return int(raw) if raw.isdigit() else default
 
 
-def newest_checkpoint(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
+def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
     """(epoch, path relative to the output folder) of the newest checkpoint on the file
     system under ``root``; (0, None) when there is none."""
     prefix = f"{root}/{CHECKPOINT_DIR}/"
-    found = [(int(m.group(1)), path.removeprefix(f"{root}/")) for path in files
-             if path.startswith(prefix)
-             and (m := CHECKPOINT_NAME.fullmatch(path.removeprefix(prefix)))]
-    return max(found) if found else (0, None)
+    path = newest_checkpoint(list(files), prefix)
+    if path is None:
+        return 0, None
+    found = CHECKPOINT_NAME.fullmatch(path.removeprefix(prefix))
+    return (int(found.group(1)) if found else 0), path.removeprefix(f"{root}/")
 
 
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
@@ -104,7 +106,7 @@ def write_outputs(account_id: str, region: str, env: dict[str, str], *, exports:
         return 0
     mount = env.get("FSX_MOUNT_POINT", "/fsx").rstrip("/")
     root = env.get("OUTPUT_DIR", f"{mount}/output").removeprefix(mount).strip("/")
-    resumed_epoch, resumed = newest_checkpoint(fs.files, root)
+    resumed_epoch, resumed = resumable(fs.files, root)
     produced = outputs(env, resumed_epoch=resumed_epoch,
                        resumed_from=f"{mount}/{root}/{resumed}" if resumed else None, **result)
     for name, data in produced.items():

@@ -46,7 +46,7 @@ def test_a_multi_day_run_stays_far_under_the_history_limit(run_scenario, monkeyp
     monkeypatch.setattr(batch, "TRAINING_SECONDS", days * 24 * 3600)
 
     run = run_scenario(scenario, manifest={"timeouts": {"training_hours": days * 24 + 1}},
-                       speed=400_000).execution
+                       speed=100_000).execution
 
     assert run["status"] == "SUCCEEDED"
     assert len(run["attempts"]) == attempts

@@ -103,8 +103,8 @@ class TrainingRunRequest(_Strict):
         json_schema_extra={"pattern": RUN_NAME_PATTERN},
     )
     nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
-    min_nodes: JsonInteger | None = Field(
-        default=None, ge=1, le=500,
+    min_nodes: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
+        default=None,
         description="Fewest nodes the run may train on (at most nodes; by default nodes). When "
         "the job waits for capacity past timeouts.runnable_minutes, the run submits it again "
         "on half the nodes, never fewer than min_nodes. Each GPU keeps batch_size images; the "

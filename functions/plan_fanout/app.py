@@ -7,9 +7,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.campaigns import records
 from traingrid.observability import logger, tracer
-from traingrid.settings import DatabaseSettings
+from traingrid.settings import PlanningSettings
 
-settings = DatabaseSettings.from_env()
+settings = PlanningSettings.from_env()
 MAX_CONCURRENCY = int(os.environ.get("FANOUT_MAX_CONCURRENCY", "10"))
 
 

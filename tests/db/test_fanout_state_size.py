@@ -13,7 +13,7 @@ from moto import mock_aws
 from traingrid.campaigns import records
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import CampaignRepository, DatasetRepository, RegionRepository
-from traingrid.settings import DatabaseSettings
+from traingrid.settings import PlanningSettings
 
 REGIONS = [f"zz-region{index:02d}-1" for index in range(50)]
 ACCOUNT = "123456789012"
@@ -50,7 +50,7 @@ def settings(sqlite_template, tmp_path, monkeypatch):
         secret = boto3.client("secretsmanager", region_name="us-east-1").create_secret(
             Name=f"db-{tmp_path.name}", SecretString=json.dumps({"url": url}))
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        yield DatabaseSettings(database_secret_arn=secret["ARN"])
+        yield PlanningSettings(database_secret_arn=secret["ARN"])
 
 
 def completed(job: dict[str, Any], region_moves: int = 3) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from tests.db.seed import (
@@ -23,6 +24,7 @@ from tests.db.seed import (
 from traingrid.campaigns.model import Placement, RegionJobPlan
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.db.engine import engine_for
+from traingrid.db.models import RegionPrice
 from traingrid.db.repositories import CampaignRepository, DatasetRepository
 from traingrid.errors import NoCapacity, RecordNotFound, RequestInvalid, TrainGridError
 
@@ -67,7 +69,8 @@ def test_data_local_moves_a_region_without_headroom_to_the_cheapest_that_has(ses
     assert moved.estimated_usd == pytest.approx(cost("eu-west-1", GB))  # 2437.60 + 24.00
     assert moved.reason == (
         "data-local: us-west-2 has no capacity for 10 × ml.p3.16xlarge; eu-west-1 is the "
-        "cheapest region that has, at $2,461.60 (including $24.00 to copy 1.2 TB from us-west-2)")
+        "cheapest region that has, at $2,461.60 (including $24.00 to copy 1.2 TB from us-west-2; "
+        "on-demand price)")
     assert moved.fallbacks == ("eu-central-1",)
     partial = plans["us-east-1"]
     assert partial.region == "eu-west-1"
@@ -84,12 +87,39 @@ def test_cheapest_moves_data_when_compute_saves_more_than_the_copy_costs(session
     assert (moved.region, moved.copy_from) == ("us-east-1", campaign_uri("eu-central-1"))
     assert moved.estimated_usd == pytest.approx(cost("us-east-1", GB))
     assert moved.reason == ("cheapest: us-east-1 at $2,276.16 (including $24.00 to copy "
-                            "1.2 TB from eu-central-1) vs $2,629.60 in eu-central-1")
+                            "1.2 TB from eu-central-1; on-demand price) vs $2,629.60 in "
+                            "eu-central-1")
     assert moved.fallbacks == ("us-west-2", "eu-west-1", "eu-central-1")
     assert (home.region, home.copy_from, home.estimated_usd) == (
         "eu-west-1", None, pytest.approx(cost("eu-west-1")))
-    assert home.reason == ("cheapest: eu-west-1, where the data is, at $2,437.60 vs $3,252.16 "
+    assert home.reason == ("cheapest: eu-west-1, where the data is, at $2,437.60 (on-demand "
+                           "price) vs $3,252.16 "
                            "in us-east-1 (including $1,000.00 to copy 50.0 TB from eu-west-1)")
+
+
+def test_with_managed_spot_cheapest_ranks_by_the_spot_price_and_says_so(session):
+    # eu-west-1 is dearer on demand than us-east-1 but cheapest on spot; us-west-2 has no
+    # spot price and is ranked at its on-demand one.
+    add_regions(session)
+    spot = {"us-east-1": 9.0, "us-west-2": None, "eu-west-1": 4.0, "eu-central-1": 8.0}
+    for code, price in spot.items():
+        session.execute(update(RegionPrice).where(RegionPrice.region_code == code)
+                        .values(spot_usd_per_hour=price))
+    add_dataset(session, "eu-central-1")
+    add_dataset(session, "us-west-2")
+
+    on_demand = by_data_region(plan_campaign(session, CAMPAIGN, placement="cheapest"))
+    plans = by_data_region(plan_campaign(session, CAMPAIGN, placement="cheapest", spot=True))
+
+    assert on_demand["eu-central-1"].region == "us-east-1"
+    moved = plans["eu-central-1"]
+    assert moved.region == "eu-west-1"
+    assert moved.usd_per_hour == pytest.approx(4.0 * COUNT)
+    assert moved.estimated_usd == pytest.approx(4.0 * COUNT * HOURS + 0.02 * GB)
+    assert moved.reason == ("cheapest: eu-west-1 at $344.00 (including $24.00 to copy 1.2 TB "
+                            "from eu-central-1; spot price) vs $640.00 in eu-central-1")
+    assert moved.fallbacks == ("eu-central-1", "us-east-1", "us-west-2")
+    assert plans["us-west-2"].region == "eu-west-1"  # $344 on spot vs $2,252 on demand at home
 
 
 def test_cheapest_breaks_ties_with_the_data_region_then_the_region_code(session):

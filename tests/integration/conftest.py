@@ -66,13 +66,14 @@ def emulated(monkeypatch, tmp_path):
     monkeypatch.setattr(batch, "TRAINING_SECONDS", 3600)
     monkeypatch.setattr(sagemaker, "TRAINING_SECONDS", 3600)
 
-    def start(scenario: str, fault_region: str = "us-west-2",
-              speed: float = SPEED) -> tuple[Emulator, Deployment]:
+    def start(scenario: str, fault_region: str = "us-west-2", speed: float = SPEED,
+              parameters: dict[str, str] | None = None) -> tuple[Emulator, Deployment]:
         emulator = Emulator(speed=speed, fault_names=SCENARIOS[scenario].faults,
                             fault_region=fault_region,
                             state_faults=SCENARIOS[scenario].state_faults).__enter__()
         deployment = deploy_traingrid(
-            emulator, database_url=f"sqlite:///{tmp_path / f'db{len(sessions)}.sqlite'}")
+            emulator, database_url=f"sqlite:///{tmp_path / f'db{len(sessions)}.sqlite'}",
+            parameters=parameters)
         sessions.append((emulator, deployment))
         return emulator, deployment
 

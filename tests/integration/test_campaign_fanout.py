@@ -7,10 +7,12 @@ import json
 import re
 
 import pytest
+from sqlalchemy import update
 
 from tests.integration.conftest import finish
 from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
+from traingrid.db.models import Campaign, RegionPrice
 from traingrid.db.repositories import CampaignRepository
 from traingrid_local import campaign_demo
 from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
@@ -156,3 +158,26 @@ def test_each_campaign_function_calls_only_what_its_role_allows(run_campaign):
     outcome = run_campaign("sagemaker-capacity")
     assert outcome.calls
     assert missing_permissions(outcome.stack, outcome.calls) == []
+
+
+def test_with_managed_spot_the_cheapest_plan_trains_where_spot_is_cheapest(emulated):
+    emulator, deployment = emulated("happy", parameters={"ManagedSpot": "true"})
+    campaign_demo.seed(deployment)
+    with transaction(deployment.database_url) as session:
+        # eu-west-1 is dearer than us-east-1 on demand, and the cheapest on spot.
+        session.execute(update(RegionPrice).where(RegionPrice.region_code == "eu-west-1")
+                        .values(spot_usd_per_hour=5.0))
+        session.execute(update(Campaign).values(placement="cheapest"))
+    campaign_demo.upload_and_mark(emulator, deployment)
+    outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
+
+    assert outcome.execution["status"] == "SUCCEEDED", outcome.execution["cause"]
+    jobs = jobs_by_data_region(outcome)
+    assert {job["region"] for job in jobs.values()} == {"eu-west-1"}
+    assert jobs["us-east-1"]["placement_reason"].startswith(
+        "cheapest: eu-west-1 at $100.00 (including $0.00 to copy")
+    assert "; spot price) vs $168.92 in us-east-1" in jobs["us-east-1"]["placement_reason"]
+    described = emulator.client("sagemaker", "eu-west-1").describe_training_job(
+        TrainingJobName=jobs["us-east-1"]["job_name"])
+    assert described["EnableManagedSpotTraining"] is True
+    assert outcome.report["leaked_resources"] == []

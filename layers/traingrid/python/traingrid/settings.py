@@ -109,6 +109,12 @@ class DatabaseSettings(EnvSettings):
 
 
 @_settings
+class PlanningSettings(DatabaseSettings):
+    # Jobs train on managed spot: regions are ranked by their spot price.
+    managed_spot: bool = env("MANAGED_SPOT", default=False)
+
+
+@_settings
 class RegistrationSettings(DatabaseSettings):
     campaign_fanout_state_machine_arn: str = env("CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
     # Markers of one campaign within this window start one fan-out.

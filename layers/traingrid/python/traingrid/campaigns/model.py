@@ -58,10 +58,18 @@ class PlacementRequest:
     instance_type: str
     instance_count: int
     expected_hours: float
+    # Managed spot: regions are priced (and ranked) at their spot price, or at their on-demand
+    # price where none is known.
+    spot: bool = False
 
     @property
     def fleet(self) -> str:
         return f"{self.instance_count} × {self.instance_type}"
+
+    @property
+    def price(self) -> str:
+        """Which price the plan ranks by, in words."""
+        return "spot price" if self.spot else "on-demand price"
 
 
 @dataclass(frozen=True)

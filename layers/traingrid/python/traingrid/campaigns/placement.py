@@ -25,6 +25,7 @@ def plan_campaign(
     session: Session, campaign_id: str, *, placement: Placement | str | None = None,
     instance_type: str | None = None, instance_count: int | None = None,
     expected_hours: float | None = None, datasets: list[int] | None = None,
+    spot: bool = False,
 ) -> list[RegionJobPlan]:
     """One job per region holding the campaign's data (or only the given datasets), ordered by
     the data's region. Unset options come from the campaign. At most two statements, whatever
@@ -38,6 +39,7 @@ def plan_campaign(
         instance_type or campaign.instance_type,
         campaign.instance_count if instance_count is None else instance_count,
         campaign.expected_hours if expected_hours is None else expected_hours,
+        spot,
     )
     _validate(request)
     rows = session.execute(ranking(request, datasets)).all()
@@ -106,18 +108,19 @@ def _reason(request: PlacementRequest, chosen: Row[Any], rows: Sequence[Row[Any]
     if home is None:
         return (f"{request.placement}: {_why_not_home(chosen, request)}; {chosen.region} is the "
                 f"cheapest region that has, at {_usd(chosen.estimated_usd)} "
-                f"({_copy(chosen)})")
+                f"({_copy(chosen)}; {request.price})")
     if chosen is not home:
-        return (f"cheapest: {chosen.region} at {_usd(chosen.estimated_usd)} ({_copy(chosen)}) "
-                f"vs {_usd(home.estimated_usd)} in {data_region}")
+        return (f"cheapest: {chosen.region} at {_usd(chosen.estimated_usd)} ({_copy(chosen)}; "
+                f"{request.price}) vs {_usd(home.estimated_usd)} in {data_region}")
     if request.placement is Placement.DATA_LOCAL:
         return f"data-local: data is in {data_region} and it has headroom for {request.fleet}"
     runner_up = next((row for row in rows if row is not chosen), None)
     if runner_up is None:
-        return (f"cheapest: {data_region}, where the data is, at {_usd(home.estimated_usd)}; "
-                f"it is the only region with headroom for {request.fleet}")
-    return (f"cheapest: {data_region}, where the data is, at {_usd(home.estimated_usd)} vs "
-            f"{_usd(runner_up.estimated_usd)} in {runner_up.region} ({_copy(runner_up)})")
+        return (f"cheapest: {data_region}, where the data is, at {_usd(home.estimated_usd)} "
+                f"({request.price}); it is the only region with headroom for {request.fleet}")
+    return (f"cheapest: {data_region}, where the data is, at {_usd(home.estimated_usd)} "
+            f"({request.price}) vs {_usd(runner_up.estimated_usd)} in {runner_up.region} "
+            f"({_copy(runner_up)})")
 
 
 def _why_not_home(row: Row[Any], request: PlacementRequest) -> str:

@@ -33,7 +33,7 @@ from traingrid.db.repositories import (
 from traingrid.errors import RequestInvalid
 from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
-from traingrid.settings import DatabaseSettings, RegistrationSettings
+from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
 from traingrid.training.failures import advice, readable
 from traingrid.validation import parse
 
@@ -81,7 +81,7 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
             "fanout": name, "started": execution["started"]}
 
 
-def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
+def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
                 max_concurrency: int) -> FanoutPlan:
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
@@ -95,7 +95,7 @@ def plan_fanout(event: dict[str, Any], settings: DatabaseSettings,
         runs = RunRepository(session)
         placement = options.get("placement") or campaign.placement
         run = runs.start(campaign_id, name, event["execution_arn"], placement, clock.now())
-        plans = _plan(session, campaign_id, options)
+        plans = _plan(session, campaign_id, options, settings.managed_spot)
         runs.add_planned_jobs(run, plans)
         regions = RegionRepository(session)
         buckets = {code: regions.require(code).artifact_bucket
@@ -145,8 +145,11 @@ def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return campaign, request.plan_options()
 
 
-def _plan(session: Any, campaign_id: str, options: dict[str, Any]) -> list[RegionJobPlan]:
-    overrides = {k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
+def _plan(session: Any, campaign_id: str, options: dict[str, Any],
+          spot: bool) -> list[RegionJobPlan]:
+    overrides: dict[str, Any] = {
+        k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
+    overrides["spot"] = spot
     if options.get("datasets", "new") == "all":
         return plan_campaign(session, campaign_id, **overrides)
     datasets = DatasetRepository(session).new_since_last_success(campaign_id)

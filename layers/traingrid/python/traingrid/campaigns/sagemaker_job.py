@@ -38,7 +38,8 @@ def short_region(region: str) -> str:
 
 
 def job_name(execution_name: str, region: str, attempt: int) -> str:
-    """Unique per execution, region and attempt; readable; within SageMaker's limits."""
+    """Unique per execution, data region (one branch each) and attempt, wherever the job
+    trains; readable; within SageMaker's limits."""
     suffix = f"-{short_region(region)}-{attempt}"
     base = _NOT_NAME.sub("-", execution_name).strip("-") or "traingrid"
     if len(base) + len(suffix) > MAX_JOB_NAME:

@@ -37,7 +37,8 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
                       account: str) -> RegionJob:
     job, campaign, execution = event["job"], event["campaign"], event["execution_name"]
     region = job["region"]
-    name = job_name(execution, region, int(job["attempt"]))
+    # Named by the data's region: jobs of several data regions may train in one region.
+    name = job_name(execution, job["requested_region"], int(job["attempt"]))
     s3_input = stage_input(job, campaign, event["buckets"])
     output = f"s3://{event['buckets'][region]}/campaigns/{campaign}/runs/{execution}/"
     request = create_request(

@@ -1,9 +1,10 @@
 """The query that ranks, for every region holding a campaign's data, the regions that could
 train it: enabled, priced for the instance type and with headroom for the whole fleet.
 
-Each (data region, acceptable region) pair is priced (compute for the expected hours plus
-copying the data out of its region) and ranked twice: by the placement policy (the choice) and
-by cost (the fallbacks). ``traingrid.campaigns.placement`` turns the rows into plans and words.
+Each (data region, acceptable region) pair is priced (compute for the expected hours, at the
+spot price under managed spot and on-demand otherwise, plus copying the data out of its
+region) and ranked twice: by the placement policy (the choice) and by cost (the fallbacks).
+``traingrid.campaigns.placement`` turns the rows into plans and words.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ def ranking(request: PlacementRequest, dataset_ids: list[int] | None) -> Select[
     if dataset_ids is not None:
         data = data.where(Dataset.id.in_(dataset_ids))
     data_cte = data.cte("data")
-    # Regions that could take the whole fleet now.
+    # Regions that could take the whole fleet now, at the price the job pays.
+    price = (func.coalesce(RegionPrice.spot_usd_per_hour, RegionPrice.on_demand_usd_per_hour)
+             if request.spot else RegionPrice.on_demand_usd_per_hour)
     acceptable = (
         select(Region.code.label("region"),
-               cast(RegionPrice.on_demand_usd_per_hour, Float).label("usd_per_instance_hour"))
+               cast(price, Float).label("usd_per_instance_hour"))
         .join(RegionPrice, RegionPrice.region_code == Region.code)
         .where(Region.enabled.is_(True), RegionPrice.instance_type == request.instance_type,
                RegionPrice.capacity_instances >= count)

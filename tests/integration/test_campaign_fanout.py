@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -17,6 +18,8 @@ from traingrid.db.repositories import CampaignRepository
 from traingrid_local import campaign_demo
 from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
 from traingrid_local.emulator.faults import StateFault
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 REGIONS = set(REGION_PRICES)
@@ -44,6 +47,11 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
         TrainingJobName=jobs["eu-central-1"]["job_name"])
     assert described["ResourceConfig"]["InstanceCount"] == 10  # 4 regions × 10 × 8 GPUs
     assert described["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
+    # The image's own entry point, the Batch nodes' trainer, and the metrics it logs.
+    assert described["HyperParameters"]["sagemaker_program"] == "traingrid_train.py"
+    assert (ROOT / "containers" / "sagemaker" / "traingrid_train.py").is_file()
+    assert [d["Name"] for d in described["AlgorithmSpecification"]["MetricDefinitions"]] == [
+        "train:loss", "train:images_per_second"]
     assert described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == (
         f"s3://traingrid-campaign-123456789012-eu-central-1/campaigns/{CAMPAIGN}/eu-central-1/")
     assert outcome.report["leaked_resources"] == []

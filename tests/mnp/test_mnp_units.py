@@ -474,3 +474,14 @@ def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_a
         status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST}
     assert attempts.CHECKPOINT_DIR == metrics.CHECKPOINT_DIR
     assert attempts.CHECKPOINT_NAME.pattern == metrics.CHECKPOINT_NAME.pattern
+
+
+def test_sagemaker_reads_the_trainers_metrics_and_runs_the_images_entry_point() -> None:
+    from traingrid.campaigns import sagemaker_job
+    from traingrid_node import metrics
+
+    assert {d["Name"]: d["Regex"] for d in sagemaker_job.METRIC_DEFINITIONS} == (
+        metrics.LOG_METRICS)
+    root = Path(__file__).resolve().parents[2] / "containers" / "sagemaker"
+    assert (root / sagemaker_job.ENTRY_POINT).is_file()
+    assert f"COPY {sagemaker_job.ENTRY_POINT} /opt/ml/code/" in (root / "Dockerfile").read_text()

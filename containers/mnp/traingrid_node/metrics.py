@@ -15,6 +15,12 @@ METRICS_FILE = "metrics.json"
 # The rest of what the trainer leaves in the output directory.
 CHECKPOINT_DIR = "checkpoints"  # epoch-NNNN.pt, the newest few
 CHECKPOINT_NAME = re.compile(r"epoch-(\d{4,})\.pt")
+# What the trainer prints every few steps, and SageMaker's metric definitions read from its log
+# (Name → Regex; the campaign's CreateTrainingJob sends these, tested against the trainer).
+LOG_METRICS = {
+    "train:loss": r"loss ([0-9.]+) lr",
+    "train:images_per_second": r"images/s ([0-9.]+) \(",
+}
 FINAL_MODEL = "model/final.pt"
 
 

@@ -33,10 +33,25 @@ class TrainConfig:
     log_every: int
     loader_workers: int
     fail_rank: int | None
+    checkpoint_dir: Path
 
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.output_dir / CHECKPOINT_DIR
+
+# SageMaker (script mode) says where things are in its own variables: the train channel's
+# files, the folder it uploads as model.tar.gz, and the folder it keeps in step with the job's
+# CheckpointConfig in S3 (so a managed spot job that is interrupted resumes from it).
+SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
+
+
+def in_sagemaker(env: Mapping[str, str]) -> bool:
+    return "SM_MODEL_DIR" in env
+
+
+def default_paths(env: Mapping[str, str]) -> tuple[str, str]:
+    """(data folder, output folder): the Batch job's JOB_DIR and OUTPUT_DIR, else SageMaker's
+    train channel and model folder."""
+    data = env.get("JOB_DIR") or env.get("SM_CHANNEL_TRAIN") or "/fsx"
+    output = env.get("OUTPUT_DIR") or env.get("SM_MODEL_DIR") or "output"
+    return data, output
 
 
 def _positive(text: str) -> int:
@@ -57,12 +72,17 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 -m traingrid_trainer",
         description="Data-parallel ResNet-50 on ImageNet TFRecords (or synthetic images).")
-    p.add_argument("--data_dir", "--data-dir", type=Path, default=env.get("JOB_DIR", "/fsx"),
-                   help="the dataset's train-*/validation-* TFRecord shards (JOB_DIR)")
-    p.add_argument("--output_dir", "--output-dir", type=Path,
-                   default=env.get("OUTPUT_DIR", "output"),
-                   help="checkpoints, metrics.json and logs (OUTPUT_DIR)")
-    p.add_argument("--num_epochs", "--num-epochs", type=_positive,
+    data, output = default_paths(env)
+    p.add_argument("--data_dir", "--data-dir", type=Path, default=data,
+                   help="the dataset's train-*/validation-* TFRecord shards (JOB_DIR, or "
+                        "SageMaker's SM_CHANNEL_TRAIN)")
+    p.add_argument("--output_dir", "--output-dir", type=Path, default=output,
+                   help="metrics.json, the final weights and logs (OUTPUT_DIR, or SageMaker's "
+                        "SM_MODEL_DIR)")
+    p.add_argument("--checkpoint_dir", "--checkpoint-dir", type=Path, default=None,
+                   help=f"epoch checkpoints; default: <output_dir>/{CHECKPOINT_DIR}, or "
+                        f"{SAGEMAKER_CHECKPOINTS} on SageMaker")
+    p.add_argument("--num_epochs", "--num-epochs", "--epochs", type=_positive,
                    default=int(env.get("EPOCHS", "90")))
     p.add_argument("-b", "--batch_size", "--batch-size", type=_positive,
                    default=int(env.get("BATCH_SIZE", "256")), help="images per GPU")
@@ -99,6 +119,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
         p.error(f"--warmup_epochs ({args.warmup_epochs}) must be fewer than --num_epochs "
                 f"({args.num_epochs})")
     steps = args.steps_per_epoch or (100 if args.synthetic else None)
+    checkpoints = args.checkpoint_dir or (
+        Path(SAGEMAKER_CHECKPOINTS) if in_sagemaker(env) else args.output_dir / CHECKPOINT_DIR)
     return TrainConfig(
         data_dir=args.data_dir, output_dir=args.output_dir, epochs=args.num_epochs,
         batch_size=args.batch_size, warmup_epochs=args.warmup_epochs,
@@ -106,4 +128,5 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
         weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
         image_size=args.image_size, synthetic=args.synthetic, steps_per_epoch=steps,
         train_images=args.train_images, log_every=args.log_every,
-        loader_workers=args.loader_workers, fail_rank=args.fail_rank)
+        loader_workers=args.loader_workers, fail_rank=args.fail_rank,
+        checkpoint_dir=checkpoints)

@@ -1,7 +1,8 @@
 """A region's SageMaker training job: its name and its CreateTrainingJob request.
 
-Horovod runs through SageMaker's MPI support: one process per GPU on every host, with the
-seed's custom MPI options.
+Horovod-style MPI through SageMaker's own support: one process per GPU on every host, with the
+seed's custom MPI options, each running the image's entry point (``containers/sagemaker``: the
+Batch nodes' trainer), whose log lines SageMaker reads as metrics.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ CUSTOM_MPI_OPTIONS = (
 DEFAULT_HYPERPARAMETERS = {
     "num_epochs": "90", "batch_size": "256", "lr_decay_mode": "poly", "warmup_epochs": "10",
 }
+# The image's script (containers/sagemaker/traingrid_train.py, in /opt/ml/code).
+ENTRY_POINT = "traingrid_train.py"
+# What SageMaker scrapes from the trainer's log (traingrid_node.metrics.LOG_METRICS, tested).
+METRIC_DEFINITIONS = [
+    {"Name": "train:loss", "Regex": r"loss ([0-9.]+) lr"},
+    {"Name": "train:images_per_second", "Regex": r"images/s ([0-9.]+) \("},
+]
 MAX_RUNTIME_S = 5 * 24 * 3600
 VOLUME_GB = 200
 
@@ -62,13 +70,15 @@ def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
         k: str(v) for k, v in (job.get("hyperparameters") or {}).items()
     }
     hyperparameters |= {
+        "sagemaker_program": ENTRY_POINT,
         "sagemaker_mpi_enabled": "true",
         "sagemaker_mpi_num_of_processes_per_host": str(gpus),
         "sagemaker_mpi_custom_mpi_options": CUSTOM_MPI_OPTIONS,
     }
     request: dict[str, Any] = {
         "TrainingJobName": name,
-        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
+                                   "MetricDefinitions": METRIC_DEFINITIONS},
         "RoleArn": role_arn,
         "HyperParameters": hyperparameters,
         "InputDataConfig": [{

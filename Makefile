@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
-	schema bench faults clean openmpi trainer-test mpi-smoke
+	schema bench faults clean openmpi trainer-test mpi-smoke push-images
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -34,6 +34,7 @@ help:
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
 	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
+	@echo "make push-images     build the SageMaker image once, push it to REGIONS' ECR"
 
 install: $(VENV)/.installed
 
@@ -107,6 +108,12 @@ trainer-test: openmpi $(TRAINER_VENV)/.installed
 mpi-smoke: openmpi $(TRAINER_VENV)/.installed
 	PYTHONPATH=containers/mnp $(TRAINER_VENV)/bin/python containers/mnp/mpi_smoke.py \
 		--nodes $(NODES)
+
+# Build the SageMaker image once and push it to each region's ECR repository (needs Docker and
+# the AWS CLI): make push-images REGIONS="us-east-1 eu-west-1" [ACCOUNT=] [REPOSITORY=] [TAG=]
+push-images:
+	REGIONS="$(REGIONS)" ACCOUNT="$(ACCOUNT)" REPOSITORY="$(REPOSITORY)" TAG="$(TAG)" \
+		containers/push-images.sh
 
 sam-build: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml

@@ -49,6 +49,11 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     assert described["HyperParameters"]["sagemaker_mpi_num_of_processes_per_host"] == "8"
     # The image's own entry point, the Batch nodes' trainer, and the metrics it logs.
     assert described["HyperParameters"]["sagemaker_program"] == "traingrid_train.py"
+    # The image is in the ECR repository the region's stack made, where push-images puts it.
+    (repository,) = outcome.emulator.client("ecr", "eu-central-1").describe_repositories(
+        repositoryNames=["traingrid-horovod"])["repositories"]
+    assert described["AlgorithmSpecification"]["TrainingImage"] == (
+        repository["repositoryUri"] + ":latest")
     assert (ROOT / "containers" / "sagemaker" / "traingrid_train.py").is_file()
     assert [d["Name"] for d in described["AlgorithmSpecification"]["MetricDefinitions"]] == [
         "train:loss", "train:images_per_second"]

@@ -98,6 +98,7 @@ def region_jobs(database_url: str, execution_arn: str) -> list[dict[str, Any]]:
             {"region": job.region, "requested_region": job.requested_region,
              "status": job.status, "job_name": job.job_name, "job_arn": job.job_arn,
              "artifacts": job.artifacts, "failure_cause": job.failure_cause,
-             "placement_reason": job.placement_reason, "attempts": job.attempts}
+             "placement_reason": job.placement_reason, "attempts": job.attempts,
+             "staged_bytes": job.staged_bytes}
             for job in sorted(run.jobs, key=lambda j: j.requested_region)
         ]

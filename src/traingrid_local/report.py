@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
@@ -308,6 +310,26 @@ def trigger_outcomes(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
     return outcomes
 
 
+def training_job(emulator: Emulator, job: dict[str, Any]) -> dict[str, Any]:
+    """What a region's SageMaker job ran: its image, entry point and hyperparameters (those
+    SageMaker's toolkit passes as flags; its own ``sagemaker_*`` ones left out)."""
+    unknown = {"image": None, "entry_point": None, "hyperparameters": None}
+    if not job.get("job_name"):
+        return unknown
+    try:
+        described = emulator.client("sagemaker", job["region"]).describe_training_job(
+            TrainingJobName=job["job_name"])
+    except ClientError:  # its CreateTrainingJob was refused
+        return unknown
+    hyperparameters = described.get("HyperParameters") or {}
+    return {
+        "image": described["AlgorithmSpecification"]["TrainingImage"],
+        "entry_point": hyperparameters.get("sagemaker_program"),
+        "hyperparameters": {k: v for k, v in hyperparameters.items()
+                            if not k.startswith("sagemaker_")},
+    }
+
+
 def training_record(database_url: str, execution_arn: str) -> dict[str, Any] | None:
     """A TrainingRun's outcome as the campaign database holds it (None: not recorded)."""
     with transaction(database_url) as session:
@@ -330,8 +352,8 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
             entry.update(training_attempts(events))
             entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
         if entry["state_machine"] == "CampaignFanout":
-            entry["jobs"] = campaign_demo.region_jobs(deployment.database_url,
-                                                       entry["execution_arn"])
+            entry["jobs"] = [job | training_job(emulator, job) for job in campaign_demo.region_jobs(
+                deployment.database_url, entry["execution_arn"])]
             found += [{"run": entry["name"], "uri": job["artifacts"], "region": job["region"]}
                       for job in entry["jobs"] if job["artifacts"]]
     owners = Executions(emulator)

@@ -86,6 +86,13 @@ def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
     assert outcome.execution["status"] == "SUCCEEDED"
     moved = jobs_by_data_region(outcome)["us-west-2"]
     assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
+    # The report says what it ran and how much was copied to where it trained.
+    assert moved["staged_bytes"] == 3 * campaign_demo.SHARD_BYTES
+    assert moved["entry_point"] == "traingrid_train.py"
+    assert moved["image"].endswith(
+        f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-horovod:latest")
+    assert moved["hyperparameters"]["num_epochs"] == "90"
+    assert not any(k.startswith("sagemaker_") for k in moved["hyperparameters"])
     # First fewer instances in the same region (down to the campaign's 5), then another
     # region with the 10 asked for.
     assert [(a["region"], a.get("instance_count")) for a in moved["attempts"]] == [

@@ -1,4 +1,5 @@
-"""Attempts: a TrainingRun's nodes used and Batch jobs, a campaign's fewest instances.
+"""Attempts: a TrainingRun's nodes used and Batch jobs, a campaign's fewest instances, the
+bytes a region's job had copied to where it trained.
 
 Revision ID: 0004
 Revises: 0003
@@ -24,9 +25,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column("attempts", sa.JSON(), nullable=True))
     with op.batch_alter_table("campaigns") as batch:
         batch.add_column(sa.Column("min_instance_count", sa.Integer(), nullable=True))
+    with op.batch_alter_table("region_jobs") as batch:
+        batch.add_column(sa.Column("staged_bytes", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("region_jobs") as batch:
+        batch.drop_column("staged_bytes")
     with op.batch_alter_table("campaigns") as batch:
         batch.drop_column("min_instance_count")
     with op.batch_alter_table("training_runs") as batch:

@@ -96,10 +96,11 @@ def write_json(bucket: str, key: str, document: Any) -> str:
 
 def copy_prefix(source_bucket: str, source_prefix: str, target_bucket: str, target_prefix: str,
                 target_region: str, source_region: str | None = None,
-                skip_suffix: str | None = None) -> int:
-    """Server-side copy of the objects under a prefix into another region; the count."""
+                skip_suffix: str | None = None) -> tuple[int, int]:
+    """Server-side copy of the objects under a prefix into another region; how many objects
+    and bytes it copied."""
     s3 = client("s3", target_region)
-    copied = 0
+    copied = copied_bytes = 0
     for item in objects_under(source_bucket, source_prefix, source_region):
         if skip_suffix and item["key"].endswith(skip_suffix):
             continue
@@ -110,4 +111,5 @@ def copy_prefix(source_bucket: str, source_prefix: str, target_bucket: str, targ
                 CopySource={"Bucket": source_bucket, "Key": item["key"]},
             )
         copied += 1
-    return copied
+        copied_bytes += item["size"]
+    return copied, copied_bytes

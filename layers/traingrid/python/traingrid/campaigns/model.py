@@ -129,6 +129,7 @@ class RegionJob(TypedDict):
     job_name: NotRequired[str]
     job_arn: NotRequired[str]
     s3_input: NotRequired[str]
+    staged_bytes: NotRequired[int]  # copied into the job's region (0: trains where the data is)
     started_at: NotRequired[str]
     poll: NotRequired[PollState]
     secondary_status: NotRequired[str | None]

@@ -185,6 +185,7 @@ def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -
             event["execution_arn"], job["requested_region"], status=status,
             region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
             artifacts=job.get("artifacts"), failure_cause=result["cause"],
+            staged_bytes=job.get("staged_bytes"),
             started_at=clock.parse(job.get("started_at")), ended_at=clock.now(),
             attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
                                                "reason": result["cause"] or "completed"}],

@@ -20,17 +20,17 @@ if TYPE_CHECKING:
     from traingrid.settings import LaunchSettings
 
 
-def stage_input(job: RegionJob, campaign: str, buckets: dict[str, str]) -> str:
+def stage_input(job: RegionJob, campaign: str, buckets: dict[str, str]) -> tuple[str, int]:
     """The job's input in its own region: the data, or a copy of it when it trains elsewhere
-    (in that region's artifact bucket, ``buckets`` by region)."""
+    (in that region's artifact bucket, ``buckets`` by region); and the bytes copied."""
     if job["region"] == job["requested_region"]:
-        return job["s3_uri"]
+        return job["s3_uri"], 0
     source_bucket, _, source_prefix = job["s3_uri"].removeprefix("s3://").partition("/")
     bucket = buckets[job["region"]]
     prefix = f"campaigns/{campaign}/{job['requested_region']}/"
-    s3.copy_prefix(source_bucket, source_prefix, bucket, prefix, job["region"],
-                   job["requested_region"], skip_suffix=MARKER_NAME)
-    return f"s3://{bucket}/{prefix}"
+    _, staged_bytes = s3.copy_prefix(source_bucket, source_prefix, bucket, prefix, job["region"],
+                                     job["requested_region"], skip_suffix=MARKER_NAME)
+    return f"s3://{bucket}/{prefix}", staged_bytes
 
 
 def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
@@ -39,7 +39,7 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
     region = job["region"]
     # Named by the data's region: jobs of several data regions may train in one region.
     name = job_name(execution, job["requested_region"], int(job["attempt"]))
-    s3_input = stage_input(job, campaign, event["buckets"])
+    s3_input, staged_bytes = stage_input(job, campaign, event["buckets"])
     output = f"s3://{event['buckets'][region]}/campaigns/{campaign}/runs/{execution}/"
     request = create_request(
         job, name=name, region=region, s3_input=s3_input, output_path=output,
@@ -57,7 +57,8 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
         return refused_job
     launched: RegionJob = {
         **job, "status": RegionJobStatus.IN_PROGRESS.value, "job_name": name, "job_arn": arn,
-        "s3_input": s3_input, "started_at": clock.iso(clock.now()), "poll": Poll().state()}
+        "s3_input": s3_input, "started_at": clock.iso(clock.now()), "poll": Poll().state(),
+        "staged_bytes": staged_bytes}
     return launched
 
 

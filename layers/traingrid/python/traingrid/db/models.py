@@ -172,6 +172,8 @@ class RegionJob(Base):
     artifacts: Mapped[str | None] = mapped_column(S3_URI)
     failure_cause: Mapped[str | None] = mapped_column(Text)
     placement_reason: Mapped[str] = mapped_column(Text)
+    # Bytes copied into the region it trained in (0: it trained where the data is).
+    staged_bytes: Mapped[int | None] = mapped_column(BigInteger)
     # Every region tried: [{"region", "status", "reason"}, ...].
     attempts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 

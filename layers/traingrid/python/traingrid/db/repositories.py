@@ -34,7 +34,7 @@ from traingrid.errors import RecordNotFound
 # What record_job may change; "attempts" replaces the list, "attempt" (separate) appends to it.
 JOB_FIELDS = frozenset({
     "status", "region", "job_name", "job_arn", "s3_input", "started_at", "ended_at",
-    "artifacts", "failure_cause", "attempts",
+    "artifacts", "failure_cause", "attempts", "staged_bytes",
 })
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 

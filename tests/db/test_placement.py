@@ -122,6 +122,25 @@ def test_with_managed_spot_cheapest_ranks_by_the_spot_price_and_says_so(session)
     assert plans["us-west-2"].region == "eu-west-1"  # $344 on spot vs $2,252 on demand at home
 
 
+def test_a_region_may_train_on_its_own_instance_type_placed_at_its_prices(session):
+    add_regions(session)
+    p4d = "ml.p4d.24xlarge"
+    for code, price, capacity in (("eu-west-1", 40.0, 20), ("us-east-1", 37.0, 20)):
+        session.add(RegionPrice(region_code=code, instance_type=p4d, on_demand_usd_per_hour=price,
+                                spot_usd_per_hour=None, capacity_instances=capacity))
+    add_data_everywhere(session)
+
+    plans = by_data_region(plan_campaign(session, CAMPAIGN,
+                                         region_instance_types={"eu-west-1": p4d}))
+
+    west = plans["eu-west-1"]
+    assert (west.region, west.instance_type) == ("eu-west-1", p4d)
+    assert west.usd_per_hour == pytest.approx(40.0 * COUNT)
+    assert west.fallbacks == ("us-east-1",)  # the only other region priced for p4d
+    assert {p.instance_type for r, p in plans.items() if r != "eu-west-1"} == {P3}
+    assert plans["us-east-1"].usd_per_hour == pytest.approx(PRICES["us-east-1"] * COUNT)
+
+
 def test_cheapest_breaks_ties_with_the_data_region_then_the_region_code(session):
     add_regions(session, transfer={"us-west-2": 0.0}, prices={"eu-central-1": 30.47})
     add_dataset(session, "us-west-2")

@@ -273,9 +273,11 @@ def test_recent_runs_page_by_page_newest_first(client):
     assert len({r["name"] for r in paged}) == len(paged) >= 3
 
 
-def test_a_requested_fanout_trains_every_region_and_is_listed(client):
+def test_a_requested_fanout_trains_every_region_and_is_listed(client, served_api):
     answer = client.request("POST", f"/campaigns/{campaign_demo.CAMPAIGN}/runs",
-                            {"instance_count": 8, "hyperparameters": {"num_epochs": 30}},
+                            {"instance_count": 8, "hyperparameters": {"num_epochs": 30},
+                             "regions": {"eu-west-1": {"hyperparameters": {"lr": 0.2},
+                                                       "image_tag": "resnet-v2"}}},
                             headers={"Idempotency-Key": "fanout-1"})
     assert answer.status == 202, answer.body
     name = answer.body["name"]
@@ -288,6 +290,17 @@ def test_a_requested_fanout_trains_every_region_and_is_listed(client):
     assert campaign["last_run"]["name"] == name
     assert campaign["last_run"]["status"] == "SUCCEEDED"
     assert client.get("/runs", pipeline="campaign")["runs"][0]["name"] == name
+    # One region's job ran its own hyper-parameters and image tag; the others the run's.
+    jobs = {job["requested_region"]: job for job in campaign_demo.region_jobs(
+        served_api.deployment.database_url, run["execution_arn"])}
+    def described(region):
+        return served_api.emulator.client("sagemaker", region).describe_training_job(
+            TrainingJobName=jobs[region]["job_name"])
+    west, east = described("eu-west-1"), described("us-east-1")
+    assert west["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-horovod:resnet-v2")
+    assert (west["HyperParameters"]["lr"], west["HyperParameters"]["num_epochs"]) == ("0.2", "30")
+    assert east["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-horovod:latest")
+    assert "lr" not in east["HyperParameters"] and east["ResourceConfig"]["InstanceCount"] == 8
 
 
 def test_a_raw_request_gets_json_back(served_api):

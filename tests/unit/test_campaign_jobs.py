@@ -126,3 +126,22 @@ def test_scheduled_and_marker_fanouts_of_one_window_differ():
     moment = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
     assert fanout_name("sf", moment, 60, "schedule") != fanout_name("sf", moment, 60)
     assert fanout_name("sf", moment, 60, "schedule").startswith("sf-20261121T0200-")
+
+
+def test_overrides_for_regions_without_a_job_and_a_minimum_above_the_count_are_refused():
+    from traingrid.campaigns.model import RegionJobPlan
+    from traingrid.campaigns.records import check_plan_options
+    from traingrid.errors import RequestInvalid
+
+    plan = RegionJobPlan(
+        region="us-east-1", requested_region="us-east-1", s3_uri="s3://b/p/", objects=1,
+        bytes=1, instance_type="ml.p3.16xlarge", instance_count=4, usd_per_hour=1.0,
+        transfer_gb=0.0, estimated_usd=1.0, reason="r", fallbacks=(), copy_from=None)
+    with pytest.raises(RequestInvalid) as raised:
+        check_plan_options([plan], 8, {"us-east-1": {}, "ap-south-1": {"image_tag": "v2"}})
+    assert raised.value.problems == [
+        {"pointer": "/options/min_instance_count",
+         "message": "must be at most instance_count (4), not 8"},
+        {"pointer": "/options/regions/ap-south-1",
+         "message": "no job of this fan-out reads data in ap-south-1 (it has data in us-east-1)"},
+    ]

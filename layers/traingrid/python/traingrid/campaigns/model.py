@@ -122,6 +122,7 @@ class RegionJob(TypedDict):
     fallbacks: list[str]
     copy_from: str | None
     hyperparameters: dict[str, Any]
+    image_tag: NotRequired[str | None]  # another tag of the training image, for this region
     attempt: int
     tried: list[Move]
     status: str  # a RegionJobStatus value

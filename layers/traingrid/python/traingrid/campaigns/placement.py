@@ -1,14 +1,16 @@
 """Where each region's share of a campaign trains, and why.
 
-One SQL query (``traingrid.db.ranking``) pairs the data of every region holding the campaign's
-data with every region that could train it, prices and ranks the pairs; this module only turns
-the ranked rows — data regions × candidate regions — into plans and words.
+One SQL query (``traingrid.db.ranking``; one per instance type asked for) pairs the data of
+every region holding the campaign's data with every region that could train it, prices and
+ranks the pairs; this module only turns the ranked rows — data regions × candidate regions —
+into plans and words.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -25,11 +27,12 @@ def plan_campaign(
     session: Session, campaign_id: str, *, placement: Placement | str | None = None,
     instance_type: str | None = None, instance_count: int | None = None,
     expected_hours: float | None = None, datasets: list[int] | None = None,
-    spot: bool = False,
+    spot: bool = False, region_instance_types: Mapping[str, str] | None = None,
 ) -> list[RegionJobPlan]:
     """One job per region holding the campaign's data (or only the given datasets), ordered by
-    the data's region. Unset options come from the campaign. At most two statements, whatever
-    the number of datasets: the campaign's row and the ranking query."""
+    the data's region. Unset options come from the campaign; ``region_instance_types`` gives a
+    data region's job its own instance type (placed and priced as such). One statement for the
+    campaign's row and one ranking query per instance type, whatever the number of datasets."""
     campaign = session.get(Campaign, campaign_id)
     if campaign is None:
         raise RecordNotFound(f"no campaign {campaign_id!r}")
@@ -42,9 +45,18 @@ def plan_campaign(
         spot,
     )
     _validate(request)
-    rows = session.execute(ranking(request, datasets)).all()
-    return [_plan(request, list(options))
-            for _, options in groupby(rows, key=lambda r: r.requested_region)]
+    overridden = dict(region_instance_types or {})
+    groups: list[tuple[PlacementRequest, Collection[str] | None, Collection[str]]] = [
+        (request, None, tuple(overridden))]
+    for instance in sorted(set(overridden.values())):
+        regions = [r for r, t in overridden.items() if t == instance]
+        groups.append((replace(request, instance_type=instance), regions, ()))
+    plans = []
+    for group_request, only, other_than in groups:
+        rows = session.execute(ranking(group_request, datasets, only, other_than)).all()
+        plans += [_plan(group_request, list(options))
+                  for _, options in groupby(rows, key=lambda r: r.requested_region)]
+    return sorted(plans, key=lambda p: p.requested_region)
 
 
 def _validate(request: PlacementRequest) -> None:

@@ -103,10 +103,8 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
             "hyperparameters", {})
         min_count = options.get("min_instance_count") or campaign.min_instance_count
-        if plans and min_count and min_count > plans[0].instance_count:
-            raise RequestInvalid([{"pointer": "/options/min_instance_count", "message": (
-                f"must be at most instance_count ({plans[0].instance_count}), not {min_count}")}],
-                "fan-out options")
+        per_region = options.get("regions", {})
+        check_plan_options(plans, min_count, per_region)
     # "reason" is the branch's latest failure from here on; the plan's is kept apart.
     jobs = [RegionJob(
         region=plan.region, requested_region=plan.requested_region, s3_uri=plan.s3_uri,
@@ -114,7 +112,10 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         instance_count=plan.instance_count, usd_per_hour=plan.usd_per_hour,
         transfer_gb=plan.transfer_gb, estimated_usd=plan.estimated_usd,
         placement_reason=plan.reason, fallbacks=list(plan.fallbacks), copy_from=plan.copy_from,
-        hyperparameters=hyperparameters, attempt=1, tried=[],
+        hyperparameters=hyperparameters | per_region.get(plan.requested_region, {}).get(
+            "hyperparameters", {}),
+        image_tag=per_region.get(plan.requested_region, {}).get("image_tag"),
+        attempt=1, tried=[],
         status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
         min_instance_count=min(min_count or plan.instance_count, plan.instance_count),
     ) for plan in plans]
@@ -145,11 +146,30 @@ def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return campaign, request.plan_options()
 
 
+def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
+                        per_region: dict[str, Any]) -> None:
+    """What only the plan can tell: every problem at once."""
+    problems = []
+    if plans and min_count and min_count > plans[0].instance_count:
+        problems.append({"pointer": "/options/min_instance_count", "message": (
+            f"must be at most instance_count ({plans[0].instance_count}), not {min_count}")})
+    planned = [p.requested_region for p in plans]
+    for region in sorted(set(per_region) - set(planned)):
+        problems.append({"pointer": f"/options/regions/{region}", "message": (
+            f"no job of this fan-out reads data in {region} (it has data in "
+            f"{', '.join(planned) or 'no region'})")})
+    if problems:
+        raise RequestInvalid(problems, "fan-out options")
+
+
 def _plan(session: Any, campaign_id: str, options: dict[str, Any],
           spot: bool) -> list[RegionJobPlan]:
     overrides: dict[str, Any] = {
         k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
     overrides["spot"] = spot
+    overrides["region_instance_types"] = {
+        region: o["instance_type"] for region, o in options.get("regions", {}).items()
+        if o.get("instance_type")}
     if options.get("datasets", "new") == "all":
         return plan_campaign(session, campaign_id, **overrides)
     datasets = DatasetRepository(session).new_since_last_success(campaign_id)

@@ -24,6 +24,42 @@ from traingrid.training.request import RUN_NAME_PATTERN, check_run_name, integra
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
 HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Hyperparameters = dict[HyperparameterName, str | int | float]
+REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+
+
+def _sagemaker_instance(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(SAGEMAKER_INSTANCE_PATTERN, value):
+        raise ValueError("must be a SageMaker instance type, like ml.p3.16xlarge")
+    return value
+
+
+class RegionOverrides(BaseModel):
+    """What one data region's job does differently from the others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hyperparameters: Hyperparameters = Field(
+        default_factory=dict, max_length=100,
+        description="Merged over the run's hyper-parameters for this region's job.")
+    instance_type: str | None = Field(
+        default=None, description="This region's SageMaker instance type (placed and priced "
+        "as such).", json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN})
+    image_tag: str | None = Field(
+        default=None, description="Another tag of the stack's training image repository "
+        "(TrainingImageRepository) for this region's job, e.g. a build with another "
+        "algorithm; pushed with make push-images TAG=….",
+        json_schema_extra={"pattern": IMAGE_TAG_PATTERN})
+
+    _instance_type = field_validator("instance_type")(_sagemaker_instance)
+
+    @field_validator("image_tag")
+    @classmethod
+    def _image_tag(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(IMAGE_TAG_PATTERN, value):
+            raise ValueError("must be an image tag: letters, digits, _ . -, at most 128")
+        return value
 
 
 class FanoutRequest(BaseModel):
@@ -57,19 +93,19 @@ class FanoutRequest(BaseModel):
         Field(default=None, description="Fewest instances a region's job may shrink to when "
               "SageMaker has no capacity there (halving), before the job moves to the next "
               "acceptable region (default: the campaign's; at most instance_count)."))
-    hyperparameters: dict[HyperparameterName, str | int | float] = Field(
+    hyperparameters: Hyperparameters = Field(
         default_factory=dict, max_length=100,
-        description="Merged over the campaign's hyper-parameters, the same in every region.",
+        description="Merged over the campaign's hyper-parameters, for every region.",
     )
+    regions: dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
+                  RegionOverrides] = Field(
+        default_factory=dict, max_length=50,
+        description="Per data region (where a share of the data is): that region's job's own "
+        "hyper-parameters, instance type or image tag.")
 
     _run_name = field_validator("name")(check_run_name)
 
-    @field_validator("instance_type")
-    @classmethod
-    def _sagemaker_instance(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(SAGEMAKER_INSTANCE_PATTERN, value):
-            raise ValueError("must be a SageMaker instance type, like ml.p3.16xlarge")
-        return value
+    _instance_type = field_validator("instance_type")(_sagemaker_instance)
 
     def plan_options(self) -> dict[str, Any]:
         """What the fan-out's planning step overrides (only what was asked for)."""

@@ -61,6 +61,11 @@ def image_uri(account: str, region: str, repository: str) -> str:
     return f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}"
 
 
+def with_tag(repository: str, tag: str | None) -> str:
+    """``repository[:tag]`` with its tag replaced by ``tag`` (unchanged when None)."""
+    return repository if tag is None else f"{repository.partition(':')[0]}:{tag}"
+
+
 def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
                    output_path: str, role_arn: str, image: str, tags: dict[str, str],
                    spot: bool = False) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.model import RegionJob, RegionJobEvent, RegionJobStatus
-from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name
+from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name, with_tag
 from traingrid.observability import logger
 from traingrid.training.waits import Poll
 
@@ -44,7 +44,8 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
     request = create_request(
         job, name=name, region=region, s3_input=s3_input, output_path=output,
         role_arn=settings.sagemaker_role_arn, spot=settings.managed_spot,
-        image=image_uri(account, region, settings.training_image_repository),
+        image=image_uri(account, region, with_tag(settings.training_image_repository,
+                                                  job.get("image_tag"))),
         tags={"traingrid:campaign": campaign, "traingrid:execution": event["execution_arn"],
               "traingrid:run": execution},
     )

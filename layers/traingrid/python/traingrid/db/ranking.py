@@ -9,6 +9,7 @@ region) and ranked twice: by the placement policy (the choice) and by cost (the 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import Float, Select, and_, case, cast, func, select, true
@@ -20,9 +21,12 @@ from traingrid.db.models import Dataset, Region, RegionPrice
 BYTES_PER_GB = 1e9  # transfer is priced per decimal GB
 
 
-def ranking(request: PlacementRequest, dataset_ids: list[int] | None) -> Select[Any]:
+def ranking(request: PlacementRequest, dataset_ids: list[int] | None,
+            data_regions: Collection[str] | None = None,
+            other_than: Collection[str] = ()) -> Select[Any]:
     """Every (data region, acceptable region) pair with its cost and both ranks; a data region
-    with no acceptable region still yields one row, with ``region`` NULL."""
+    with no acceptable region still yields one row, with ``region`` NULL. ``data_regions``
+    (only these) and ``other_than`` (not these) limit the data regions planned."""
     count, hours = request.instance_count, request.expected_hours
     # The campaign's data, per region.
     data = (
@@ -38,6 +42,10 @@ def ranking(request: PlacementRequest, dataset_ids: list[int] | None) -> Select[
     )
     if dataset_ids is not None:
         data = data.where(Dataset.id.in_(dataset_ids))
+    if data_regions is not None:
+        data = data.where(Dataset.region_code.in_(list(data_regions)))
+    if other_than:
+        data = data.where(Dataset.region_code.not_in(list(other_than)))
     data_cte = data.cte("data")
     # Regions that could take the whole fleet now, at the price the job pays.
     price = (func.coalesce(RegionPrice.spot_usd_per_hour, RegionPrice.on_demand_usd_per_hour)

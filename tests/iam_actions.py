@@ -15,6 +15,11 @@ ACTIONS_OF_OPERATION = {
     "s3:ListObjectsV2": ("s3:ListBucket",),
     "s3:HeadObject": ("s3:GetObject",),
     "s3:CopyObject": ("s3:GetObject", "s3:PutObject"),
+    # Multipart uploads are authorised as the object's PutObject; a part copy reads its source.
+    "s3:CreateMultipartUpload": ("s3:PutObject",),
+    "s3:UploadPartCopy": ("s3:GetObject", "s3:PutObject"),
+    "s3:CompleteMultipartUpload": ("s3:PutObject",),
+    "s3:ListParts": ("s3:ListMultipartUploadParts",),
 }
 
 # Actions AWS checks as well when an operation is given a parameter (the dependent actions of

@@ -66,6 +66,8 @@ REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
     ("training", "ExplainFailure"): (frozenset({"batch-job-failed"}), {}),
     ("training", "RecordFailure"): (frozenset({"batch-job-failed"}), {}),
     ("campaign", "NextRegion"): (frozenset({"sagemaker-capacity"}), {}),
+    # Data is copied only for a job that moved to another region.
+    ("campaign", "StageInput"): (frozenset({"sagemaker-capacity"}), {}),
     ("campaign", "RecordRegionFailure"): (frozenset(), {
         "CheckRegionJob": StateFault("service-error")}),
     ("campaign", "StopRegionJob"): (frozenset(), {

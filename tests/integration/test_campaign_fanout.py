@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from moto.s3.models import s3_backends
 from sqlalchemy import update
 
 from tests.integration.conftest import finish
@@ -15,9 +16,11 @@ from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
 from traingrid.db.models import Campaign, RegionPrice
 from traingrid.db.repositories import CampaignRepository
-from traingrid_local import campaign_demo
+from traingrid_local import campaign_demo, report
 from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
 from traingrid_local.emulator.faults import StateFault
+from traingrid_local.emulator.s3 import declare_size
+from traingrid_local.emulator.session import ACCOUNT_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -201,3 +204,35 @@ def test_with_managed_spot_the_cheapest_plan_trains_where_spot_is_cheapest(emula
         TrainingJobName=jobs["us-east-1"]["job_name"])
     assert described["EnableManagedSpotTraining"] is True
     assert outcome.report["leaked_resources"] == []
+
+
+def test_a_moved_job_stages_a_6_gb_object_and_5000_small_ones(emulated):
+    emulator, deployment = emulated("sagemaker-capacity")
+    campaign_demo.seed(deployment)
+    bucket = deployment.regional["us-west-2"].outputs["CampaignBucketName"]
+    prefix = f"campaigns/{CAMPAIGN}/us-west-2/"
+    backend = s3_backends[ACCOUNT_ID]["aws"]
+    backend.put_object(bucket, prefix + "huge/drive-all.tfrecord", b"h" * 1024)
+    declare_size(ACCOUNT_ID, bucket, prefix + "huge/drive-all.tfrecord", 6 * 10**9)
+    for index in range(5000):
+        backend.put_object(bucket, f"{prefix}small/frame-{index:05d}.jpg", b"s" * 100)
+    campaign_demo.upload_and_mark(emulator, deployment)
+
+    outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
+
+    assert outcome.execution["status"] == "SUCCEEDED", outcome.execution["cause"]
+    moved = jobs_by_data_region(outcome)["us-west-2"]
+    assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
+    small_shards = campaign_demo.SHARDS_PER_REGION * campaign_demo.SHARD_BYTES
+    assert moved["staged_bytes"] == 6 * 10**9 + 5000 * 100 + small_shards
+    target = outcome.emulator.client("s3", moved["region"])
+    staged = [o for page in target.get_paginator("list_objects_v2").paginate(
+        Bucket=deployment.regional[moved["region"]].outputs["ArtifactBucketName"],
+        Prefix=prefix) for o in page.get("Contents", [])]
+    assert len(staged) == 5000 + 1 + campaign_demo.SHARDS_PER_REGION
+    assert {o["Key"]: o["Size"] for o in staged}[prefix + "huge/drive-all.tfrecord"] == 6 * 10**9
+    # Copied by bounded calls that go on where the last one stopped.
+    events = report.history(outcome.emulator, outcome.execution["execution_arn"])
+    calls = [e for e in events if e["type"] == "TaskStateEntered"
+             and e["stateEnteredEventDetails"]["name"] == "StageInput"]
+    assert len(calls) >= 6

@@ -145,3 +145,17 @@ def test_overrides_for_regions_without_a_job_and_a_minimum_above_the_count_are_r
         {"pointer": "/options/regions/ap-south-1",
          "message": "no job of this fan-out reads data in ap-south-1 (it has data in us-east-1)"},
     ]
+
+
+def test_large_objects_are_copied_in_at_most_10000_parts_of_512_mib_or_more():
+    from traingrid.campaigns import staging
+
+    gib = 1024**3
+    assert not staging.needs_multipart(5 * gib) and staging.needs_multipart(5 * gib + 1)
+    assert (staging.part_size(6 * 10**9), staging.part_count(6 * 10**9)) == (512 * 1024**2, 12)
+    assert staging.part_range(6 * 10**9, 1) == f"bytes=0-{512 * 1024**2 - 1}"
+    assert staging.part_range(6 * 10**9, 12) == f"bytes={11 * 512 * 1024**2}-{6 * 10**9 - 1}"
+    five_tib = 5 * 1024**4
+    assert staging.part_count(five_tib) <= 10_000 and staging.part_size(five_tib) <= 5 * gib
+    with pytest.raises(ValueError, match="larger than S3 can hold"):
+        staging.part_size(five_tib * 11)

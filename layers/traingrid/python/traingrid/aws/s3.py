@@ -16,12 +16,14 @@ from traingrid.errors import ResourceNotFound
 from traingrid.validation import load_json
 
 
-def objects_under(bucket: str, prefix: str, region: str | None = None
+def objects_under(bucket: str, prefix: str, region: str | None = None, after: str = ""
                   ) -> Iterator[dict[str, Any]]:
-    """Every object under ``prefix`` as ``{key, size, etag}``, in key order."""
+    """Every object under ``prefix`` (after the key ``after``) as ``{key, size, etag}``, in key
+    order."""
     paginator = client("s3", region).get_paginator("list_objects_v2")
+    start = {"StartAfter": after} if after else {}
     with translated("S3", "ListObjectsV2"):
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix, **start):
             for item in page.get("Contents", []):
                 yield {"key": item["Key"], "size": item["Size"], "etag": item["ETag"].strip('"')}
 
@@ -94,22 +96,39 @@ def write_json(bucket: str, key: str, document: Any) -> str:
     return f"s3://{bucket}/{key}"
 
 
-def copy_prefix(source_bucket: str, source_prefix: str, target_bucket: str, target_prefix: str,
-                target_region: str, source_region: str | None = None,
-                skip_suffix: str | None = None) -> tuple[int, int]:
-    """Server-side copy of the objects under a prefix into another region; how many objects
-    and bytes it copied."""
-    s3 = client("s3", target_region)
-    copied = copied_bytes = 0
-    for item in objects_under(source_bucket, source_prefix, source_region):
-        if skip_suffix and item["key"].endswith(skip_suffix):
-            continue
-        with translated("S3", "CopyObject"):
-            s3.copy_object(
-                Bucket=target_bucket,
-                Key=target_prefix + item["key"].removeprefix(source_prefix),
-                CopySource={"Bucket": source_bucket, "Key": item["key"]},
-            )
-        copied += 1
-        copied_bytes += item["size"]
-    return copied, copied_bytes
+def copy_object(region: str, bucket: str, key: str, source_bucket: str,
+                source_key: str) -> None:
+    """Server-side copy of one object of at most 5 GiB into ``region``."""
+    with translated("S3", "CopyObject"):
+        client("s3", region).copy_object(
+            Bucket=bucket, Key=key, CopySource={"Bucket": source_bucket, "Key": source_key})
+
+
+def start_multipart(region: str, bucket: str, key: str) -> str:
+    with translated("S3", "CreateMultipartUpload"):
+        return str(client("s3", region).create_multipart_upload(
+            Bucket=bucket, Key=key)["UploadId"])
+
+
+def copy_part(region: str, bucket: str, key: str, upload_id: str, part: int,
+              source_bucket: str, source_key: str, source_range: str) -> None:
+    """One part of a multipart upload, copied server-side from a byte range of the source."""
+    with translated("S3", "UploadPartCopy"):
+        client("s3", region).upload_part_copy(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part,
+            CopySource={"Bucket": source_bucket, "Key": source_key},
+            CopySourceRange=source_range)
+
+
+def finish_multipart(region: str, bucket: str, key: str, upload_id: str) -> None:
+    """Complete an upload from the parts S3 holds (listed, so no caller keeps their ETags)."""
+    s3 = client("s3", region)
+    parts = []
+    with translated("S3", "ListParts"):
+        for page in s3.get_paginator("list_parts").paginate(
+                Bucket=bucket, Key=key, UploadId=upload_id):
+            parts += [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]}
+                      for p in page.get("Parts", [])]
+    with translated("S3", "CompleteMultipartUpload"):
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                     MultipartUpload={"Parts": parts})

@@ -131,6 +131,8 @@ class RegionJob(TypedDict):
     job_arn: NotRequired[str]
     s3_input: NotRequired[str]
     staged_bytes: NotRequired[int]  # copied into the job's region (0: trains where the data is)
+    staged_region: NotRequired[str]  # where the data is (the data's region, or its copy's)
+    staging: NotRequired[Any]  # campaigns.staging.Staging: the copy in progress
     started_at: NotRequired[str]
     poll: NotRequired[PollState]
     secondary_status: NotRequired[str | None]

@@ -115,6 +115,7 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         hyperparameters=hyperparameters | per_region.get(plan.requested_region, {}).get(
             "hyperparameters", {}),
         image_tag=per_region.get(plan.requested_region, {}).get("image_tag"),
+        staged_region=plan.requested_region, staged_bytes=0,
         attempt=1, tried=[],
         status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
         min_instance_count=min(min_count or plan.instance_count, plan.instance_count),

@@ -101,7 +101,9 @@ class FanoutRequest(BaseModel):
                   RegionOverrides] = Field(
         default_factory=dict, max_length=50,
         description="Per data region (where a share of the data is): that region's job's own "
-        "hyper-parameters, instance type or image tag.")
+        "hyper-parameters, instance type or image tag.",
+        # Keys that are not region codes are refused: the document says so too.
+        json_schema_extra={"additionalProperties": False})
 
     _run_name = field_validator("name")(check_run_name)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from traingrid.campaigns.model import Move, RegionJob, RegionJobCheck, RegionJobStatus
+from traingrid.training.attempts import shrunk
 from traingrid.training.waits import Backoff, Poll
 
 SAGEMAKER_BACKOFF = Backoff(first_s=60, factor=1.5, max_s=600)
@@ -43,7 +44,7 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
     tried: list[Move] = [*job.get("tried", []),
                          {"region": region, "reason": reason, "instance_count": count}]
     moved: RegionJob = {**job, "tried": tried, "attempt": int(job.get("attempt", 1)) + 1}
-    smaller = max(job.get("min_instance_count") or count, count // 2)
+    smaller = shrunk(count, job.get("min_instance_count") or count)
     if smaller < count:
         moved["instance_count"] = smaller
         moved["status"] = RegionJobStatus.MOVING.value

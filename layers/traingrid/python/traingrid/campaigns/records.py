@@ -118,7 +118,7 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         staged_region=plan.requested_region, staged_bytes=0,
         attempt=1, tried=[],
         status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
-        min_instance_count=min(min_count or plan.instance_count, plan.instance_count),
+        min_instance_count=min_count or plan.instance_count,
     ) for plan in plans]
     # Artifact buckets once for the run, not in every job: the state stays small with many
     # regions (each job may fall back to any of them).

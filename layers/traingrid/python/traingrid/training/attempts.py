@@ -74,7 +74,8 @@ def classify(job: dict[str, Any]) -> Failure:
 
 
 def shrunk(nodes: int, min_nodes: int) -> int:
-    """The next attempt's nodes after no capacity: half, never below ``min_nodes``."""
+    """The next attempt's nodes (or a SageMaker job's instances) after no capacity: half,
+    never below the minimum."""
     return max(min_nodes, nodes // 2)
 
 

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from traingrid.runs.timeline import worst
+
 # Logs and pipes are read later, in wide windows: don't squeeze the report into 80 columns.
 stdout = Console(width=None if sys.stdout.isatty() else 120)
 stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
@@ -53,10 +55,7 @@ class Step:
 
     @property
     def outcome(self) -> str:
-        for worst in ("failed", "caught", "running", "retried"):
-            if worst in self.outcomes:
-                return worst
-        return "succeeded"
+        return worst(self.outcomes)
 
 
 def steps(states: list[dict[str, Any]]) -> list[Step]:

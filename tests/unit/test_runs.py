@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from traingrid.errors import RequestInvalid
 from traingrid.runs import listing
 from traingrid.runs.submit import derived_name, training_submission
-from traingrid.runs.timeline import timeline
+from traingrid.runs.timeline import timeline, visits
 from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, console_url, run_view
 from traingrid.settings import ApiSettings
 
@@ -58,7 +58,7 @@ HISTORY = [
 
 
 def test_every_visit_with_offset_duration_and_outcome():
-    states, omitted = timeline(HISTORY, T0, "FAILED", T0 + timedelta(seconds=62.3))
+    states, omitted = timeline(visits(HISTORY), T0, "FAILED", T0 + timedelta(seconds=62.3))
     assert omitted == 0
     assert [(s["state"], s["outcome"]) for s in states] == [
         ("Plan", "retried"), ("CheckFileSystem", "succeeded"),
@@ -73,7 +73,7 @@ def test_every_visit_with_offset_duration_and_outcome():
 
 def test_a_running_state_is_running_and_lasts_until_now():
     history = HISTORY[:8]
-    states, _ = timeline(history, T0, "RUNNING", T0 + timedelta(seconds=30))
+    states, _ = timeline(visits(history), T0, "RUNNING", T0 + timedelta(seconds=30))
     assert (states[-1]["state"], states[-1]["outcome"]) == ("WaitForFileSystem", "running")
     assert states[-1]["duration_s"] == 28.5
 
@@ -83,7 +83,7 @@ def test_a_long_history_keeps_its_latest_visits():
     for index in range(600):
         history += [entered(index, "Wait", "WaitForJob"), exited(index + 1, "Wait",
                                                                   "WaitForJob")]
-    states, omitted = timeline(history, T0, "RUNNING", T0 + timedelta(seconds=600))
+    states, omitted = timeline(visits(history), T0, "RUNNING", T0 + timedelta(seconds=600))
     assert (len(states), omitted) == (500, 100)
     assert states[-1]["offset_s"] == 599
 
@@ -213,3 +213,62 @@ def test_a_cursor_is_refused_with_other_filters_and_names_the_ones_it_was_issued
         listing.newest_first(fetch, [CAMPAIGN_FANOUT], 1, cursor, {"status": None})
     page, _ = listing.newest_first(fetch, [TRAINING_RUN], 1, cursor, {"status": None})
     assert [e["name"] for _, e in page] == ["t1"]
+
+
+def test_each_state_is_summed_up_over_every_visit_even_those_left_out_of_the_timeline():
+    history = [event(0, "ExecutionStarted"), entered(0, "Task", "Plan"),
+               exited(1, "Task", "Plan")]
+    for index in range(600):
+        history += [entered(index + 1, "Wait", "WaitForJob"),
+                    exited(index + 2, "Wait", "WaitForJob")]
+    history.append(entered(601, "Task", "CheckJob"))
+    view = run_view(TRAINING_RUN, description("RUNNING", stopDate=None), history, "data")
+    assert view["states_omitted"] == 102
+    assert view["by_state"] == {"Plan": {"visits": 1, "outcome": "succeeded"},
+                                "WaitForJob": {"visits": 600, "outcome": "succeeded"},
+                                "CheckJob": {"visits": 1, "outcome": "running"}}
+    failed_run = run_view(TRAINING_RUN, description("FAILED"), HISTORY, "data")
+    assert failed_run["by_state"] == {
+        "Plan": {"visits": 1, "outcome": "retried"},
+        "CheckFileSystem": {"visits": 2, "outcome": "caught"},
+        "WaitForFileSystem": {"visits": 1, "outcome": "succeeded"},
+        "Failed": {"visits": 1, "outcome": "failed"}}
+
+
+def exited_with(seconds: float, name: str, output: dict) -> dict:
+    return event(seconds, "TaskStateExited",
+                 stateExitedEventDetails={"name": name, "output": json.dumps(output)})
+
+
+def test_a_running_training_run_shows_its_planned_cost_and_an_ended_one_its_output():
+    plan = {"estimate": {"compute_usd_per_hour": 97.92, "fsx_usd_per_hour": 0.23,
+                         "max_usd": 7067.62}}
+    history = [event(0, "ExecutionStarted"), entered(0, "Task", "Plan"),
+               exited_with(1, "Plan", {"request": {}, "plan": plan})]
+    running = run_view(TRAINING_RUN, description("RUNNING", stopDate=None), history, "data")
+    assert running["estimate"] == plan["estimate"]
+    ended = run_view(TRAINING_RUN, description(output={"estimate": {"max_usd": 1.5}}),
+                     history, "data")
+    assert ended["estimate"] == {"max_usd": 1.5}
+    assert run_view(TRAINING_RUN, description("RUNNING"), HISTORY, "data")["estimate"] is None
+
+
+def test_a_fanout_shows_each_regions_job_as_its_branch_last_left_it():
+    planned = [{"region": r, "requested_region": r, "instance_type": "ml.p3.16xlarge",
+                "instance_count": 4, "usd_per_hour": 10.0, "estimated_usd": 60.0,
+                "placement_reason": f"data-local: data is in {r}", "fallbacks": [],
+                "hyperparameters": {"epochs": 1}} for r in ("eu-west-1", "us-east-1")]
+    moved = {**planned[1], "region": "us-west-2", "status": "InProgress",
+             "tried": [{"region": "us-east-1", "reason": "capacity"}]}
+    history = [event(0, "ExecutionStarted"), entered(0, "Task", "PlanFanout"),
+               exited_with(1, "PlanFanout", {"plan": {"jobs": planned}}),
+               entered(2, "Map", "FanOut"), entered(2, "Task", "NextRegion"),
+               exited_with(3, "NextRegion", {"job": moved, "buckets": {}})]
+    view = run_view(CAMPAIGN_FANOUT, description("RUNNING", stopDate=None), history, "data")
+    assert [(j["requested_region"], j["region"], j["status"]) for j in view["jobs"]] == [
+        ("eu-west-1", "eu-west-1", "Planned"), ("us-east-1", "us-west-2", "InProgress")]
+    assert "hyperparameters" not in view["jobs"][0]
+    assert view["estimate"] == {"usd_per_hour": 20.0, "estimated_usd": 120.0}
+    final = [{"region": "eu-west-1", "requested_region": "eu-west-1", "status": "Completed"}]
+    ended = run_view(CAMPAIGN_FANOUT, description(output={"jobs": final}), history, "data")
+    assert ended["jobs"] == final

@@ -18,6 +18,12 @@ from traingrid import clock
 FAILURE_EVENTS = ("Failed", "TimedOut", "Aborted")
 SUCCESS_EVENTS = ("TaskSucceeded", "LambdaFunctionSucceeded", "MapStateSucceeded")
 MAX_VISITS = 500
+# How a state that was visited many times is summed up: its worst visit, in this order.
+SEVERITY = ("failed", "caught", "running", "retried", "succeeded")
+
+
+def worst(outcomes: list[str]) -> str:
+    return min(outcomes, key=SEVERITY.index, default="succeeded")
 
 
 @dataclass
@@ -88,10 +94,19 @@ def visits(events: list[dict[str, Any]]) -> list[Visit]:
     return found
 
 
-def timeline(events: list[dict[str, Any]], started_at: datetime, status: str,
+def by_state(found: list[Visit], status: str) -> dict[str, dict[str, Any]]:
+    """Every state visited, over the whole run: how many times, and its worst outcome (what
+    the console colours a state of the graph by)."""
+    outcomes: dict[str, list[str]] = {}
+    for visit in found:
+        outcomes.setdefault(visit.state, []).append(visit.outcome(status))
+    return {state: {"visits": len(seen), "outcome": worst(seen)}
+            for state, seen in outcomes.items()}
+
+
+def timeline(found: list[Visit], started_at: datetime, status: str,
              ended_at: datetime) -> tuple[list[dict[str, Any]], int]:
     """(the latest ``MAX_VISITS`` visits as JSON-ready dicts, how many earlier were left out)."""
-    found = visits(events)
     shown = found[-MAX_VISITS:]
     return ([v.as_dict(started_at, status, ended_at) for v in shown],
             len(found) - len(shown))

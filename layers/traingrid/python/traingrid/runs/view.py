@@ -10,11 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from traingrid import clock
-from traingrid.runs.timeline import timeline
+from traingrid.runs.timeline import by_state, timeline, visits
 from traingrid.training.plan import archive_prefix
 
 TRAINING_RUN = "TrainingRun"
 CAMPAIGN_FANOUT = "CampaignFanout"
+# What a region's job shows of itself while the fan-out runs (its branch's state is larger).
+REGION_JOB_FIELDS = ("region", "requested_region", "status", "instance_type", "instance_count",
+                     "estimated_usd", "placement_reason", "tried", "moves", "reason", "cause",
+                     "job_name")
 
 
 def region_of(arn: str) -> str:
@@ -76,6 +80,56 @@ def current_state(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _exits(events: list[dict[str, Any]], states: tuple[str, ...] | None = None
+           ) -> list[tuple[str, Any]]:
+    """(state, output) of every state exit (of ``states`` only, if given), oldest first."""
+    found = []
+    for event in events:
+        details = event.get("stateExitedEventDetails")
+        if details and (states is None or details["name"] in states):
+            found.append((details["name"], _json(details.get("output"))))
+    return found
+
+
+def _plan(events: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    """The ``plan`` that the planning state (``Plan``, ``PlanFanout``) added to the run."""
+    for _, output in _exits(events, (state,)):
+        if isinstance(output, dict) and isinstance(output.get("plan"), dict):
+            return output["plan"]
+    return {}
+
+
+def region_jobs(output: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each region's job of a fan-out as it stands: the final ones once the run has ended,
+    else each branch's latest, from the plan on."""
+    if isinstance(output, dict) and isinstance(output.get("jobs"), list):
+        jobs = [job for job in output["jobs"] if isinstance(job, dict)]
+    else:
+        latest: dict[str, dict[str, Any]] = {}
+        for job in _plan(events, "PlanFanout").get("jobs", []):
+            latest[job["requested_region"]] = {**job, "status": "Planned"}
+        for _, exited in _exits(events):
+            job = exited.get("job") if isinstance(exited, dict) else None
+            if isinstance(job, dict) and job.get("requested_region") in latest:
+                latest[job["requested_region"]] = job
+        jobs = list(latest.values())
+    return [{key: job[key] for key in REGION_JOB_FIELDS if key in job} for job in jobs]
+
+
+def estimate(pipeline: str, output: Any, events: list[dict[str, Any]],
+             jobs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the run is expected to cost, from its plan (known from its first step on)."""
+    if pipeline == TRAINING_RUN:
+        if isinstance(output, dict) and isinstance(output.get("estimate"), dict):
+            return dict(output["estimate"])
+        return _plan(events, "Plan").get("estimate")
+    planned = _plan(events, "PlanFanout").get("jobs") or jobs
+    if not planned:
+        return None
+    return {"usd_per_hour": round(sum(j.get("usd_per_hour", 0) for j in planned), 2),
+            "estimated_usd": round(sum(j.get("estimated_usd", 0) for j in planned), 2)}
+
+
 def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
              data_bucket: str) -> dict[str, Any]:
     """Everything about one run: status, where it is, how long each state took, why it failed
@@ -83,7 +137,9 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
     view = summary(pipeline, description)
     output = _json(description.get("output"))
     ended = description.get("stopDate") or clock.service_now()
-    states, earlier = timeline(events, description["startDate"], description["status"], ended)
+    found = visits(events)
+    states, earlier = timeline(found, description["startDate"], description["status"], ended)
+    jobs = region_jobs(output, events) if pipeline == CAMPAIGN_FANOUT else []
     view |= {
         "current_state": current_state(events),
         "error": description.get("error"),
@@ -92,7 +148,11 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "output": output,
         "artifacts": artifacts(pipeline, description["name"], output, data_bucket),
         "states": states,
+        "by_state": by_state(found, description["status"]),
+        "estimate": estimate(pipeline, output, events, jobs),
     }
+    if pipeline == CAMPAIGN_FANOUT:
+        view["jobs"] = jobs
     if earlier:
         view["states_omitted"] = earlier
     return view

@@ -1,0 +1,1 @@
+"""The web console of ``traingrid serve`` (``/console``): runs, graphs, timelines, logs."""

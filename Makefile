@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
-	schema bench faults clean openmpi trainer-test mpi-smoke push-images
+	schema bench faults clean openmpi chromium trainer-test mpi-smoke push-images notebook-check
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -35,6 +35,7 @@ help:
 	@echo "make trainer-test    the trainer's tests, on the CPU"
 	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
 	@echo "make push-images     build the SageMaker image once, push it to REGIONS' ECR"
+	@echo "make notebook-check  run examples/inspect-runs.ipynb headless on the embedded emulator"
 
 install: $(VENV)/.installed
 
@@ -69,10 +70,18 @@ openmpi:
 			-y -qq --no-install-recommends openmpi-bin >/dev/null; }
 	@mpirun --version | head -n 1
 
+# Debian's Chromium, which Playwright drives in the console's browser tests (tests/console).
+chromium:
+	@command -v chromium >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+			-y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version
+
 demo: install
 	$(BIN)/traingrid demo
 
-test: install lint typecheck template-check security-check trainer-test
+test: install lint typecheck template-check security-check trainer-test chromium notebook-check
 	$(MAKE) mpi-smoke NODES=2
 	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
 

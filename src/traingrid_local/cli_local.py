@@ -13,6 +13,7 @@ import typer
 from traingrid_local.cli_runs import one_line
 from traingrid_local.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
 from traingrid_local.emulator import batch, sagemaker
+from traingrid_local.emulator.faults import FAULTS
 from traingrid_local.emulator.session import DEFAULT_SPEED
 from traingrid_local.environment import DEMO_BUCKET
 from traingrid_local.schedules import SCHEDULED_JOBS
@@ -27,6 +28,7 @@ def _examples(url: str) -> str:
     dataset = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
     return "\n".join([
         f"TrainGrid API on {url} (the embedded emulator; Ctrl-C stops it)",
+        f"The console, every run and its graph: {url}/console",
         "",
         f"  echo '{{\"dataset\": \"{dataset}\", \"nodes\": 4}}' > run.json",
         f"  curl -s -X POST {url}/runs -H 'Idempotency-Key: my-first-run' -d @run.json",
@@ -46,9 +48,15 @@ def serve(
     training_hours: Annotated[float, typer.Option(
         help="Simulated length of each training job.")] = 6.0,
     quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
+    fault: Annotated[list[str] | None, typer.Option(
+        help="A fault every run meets (repeatable): " + ", ".join(FAULTS))] = None,
 ) -> None:
-    """Serve the TrainGrid API on 127.0.0.1 over the embedded emulator, until Ctrl-C/SIGTERM."""
+    """Serve the TrainGrid API and its web console (/console) on 127.0.0.1 over the embedded
+    emulator, until Ctrl-C/SIGTERM."""
+    faults = frozenset(fault or ())
     problems = [p for p in (
+        *(f"--fault {name!r} is not a fault; there are {', '.join(FAULTS)}"
+          for name in sorted(faults - FAULTS.keys())),
         None if 0 <= port <= 65535 else f"--port {port} is not a TCP port (0-65535)",
         None if math.isfinite(speed) and speed > 0 else f"--speed {speed} must be positive",
         None if math.isfinite(training_hours) and training_hours > 0
@@ -65,7 +73,7 @@ def serve(
     log = None if quiet else (lambda line: stderr.print(line, highlight=False))
     try:
         stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
-        with served(port=port, speed=speed, request_log=log) as api:
+        with served(port=port, speed=speed, request_log=log, faults=faults) as api:
             stdout.print(_examples(api.url), highlight=False, soft_wrap=True)
             while not stop.wait(0.5):
                 pass

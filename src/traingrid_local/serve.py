@@ -5,11 +5,13 @@ bucket, the regions and their prices, and the sample campaign with its data in f
 registered but not yet trained (so a requested fan-out or ``traingrid tick`` has new data to
 train). Runs execute in the emulator on the simulated clock while the server answers. Besides
 the API, the server has one route of its own, ``POST /_emulator/tick``, which fires scheduled
-jobs (``traingrid tick``): EventBridge schedules never fire in the emulator.
+jobs (``traingrid tick``): EventBridge schedules never fire in the emulator, and the web
+console under ``/console`` (:mod:`traingrid_local.console`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ from typing import Any
 
 from traingrid.clock import parse_iso
 from traingrid_local import campaign_demo, schedules
-from traingrid_local.demo import upload_sample_dataset
+from traingrid_local.console.app import Console
+from traingrid_local.demo import MACHINE_NAMES, STATE_MACHINES, upload_sample_dataset
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
 from traingrid_local.environment import Deployment, deploy_traingrid
 from traingrid_local.server import API_FUNCTION, ApiServer, RequestLog, lambda_invoker
@@ -62,18 +65,34 @@ def seed(emulator: Emulator, deployment: Deployment) -> None:
     campaign_demo.register_without_markers(emulator, deployment)
 
 
+def console(emulator: Emulator, deployment: Deployment) -> Console:
+    """The web console, its graphs drawn from the state machines as deployed."""
+    arns = {MACHINE_NAMES[key]: deployment.stack.outputs[output]
+            for key, output in STATE_MACHINES.items()}
+    client = emulator.client("stepfunctions")
+
+    def definition(pipeline: str) -> dict[str, Any]:
+        found = client.describe_state_machine(stateMachineArn=arns[pipeline])
+        return json.loads(found["definition"])
+
+    return Console(definition, {"emulated": True})
+
+
 @contextmanager
 def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | None = None,
-           request_log: RequestLog | None = None) -> Iterator[Served]:
-    """The deployed, seeded emulator and the API server over it, until the block ends."""
-    with Emulator(speed=speed) as emulator:
+           request_log: RequestLog | None = None,
+           faults: frozenset[str] = frozenset()) -> Iterator[Served]:
+    """The deployed, seeded emulator (with the named ``faults``, as the demo's scenarios) and
+    the API server over it, until the block ends."""
+    with Emulator(speed=speed, fault_names=faults) as emulator:
         deployment = deploy_traingrid(emulator, database_url=database_url)
         try:
             seed(emulator, deployment)
             invoke = lambda_invoker(emulator, deployment.stack.resources[API_FUNCTION])
             holder: dict[str, Served] = {}
             local = {("POST", TICK_PATH): lambda body: holder["served"].tick(body or {})}
-            with ApiServer(invoke, port, request_log, local_routes=local) as server:
+            pages = console(emulator, deployment).answer
+            with ApiServer(invoke, port, request_log, local_routes=local, pages=pages) as server:
                 holder["served"] = Served(emulator, deployment, server)
                 yield holder["served"]
         finally:

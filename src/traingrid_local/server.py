@@ -40,6 +40,9 @@ Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 RequestLog = Callable[[str], None]
 # The server's own routes (not the API's): (METHOD, path) → JSON body → (status, JSON answer).
 LocalRoute = Callable[[Any], tuple[int, Any]]
+# The server's own pages: (METHOD, path) → an answer shaped as the API function's, or None
+# for a path that is not theirs.
+Pages = Callable[[str, str], dict[str, Any] | None]
 
 
 def api_routes(template_path: Path = TEMPLATE) -> list[tuple[str, str]]:
@@ -149,9 +152,9 @@ class _Api:
 
     def __init__(self, invoke: Invoke, routes: list[tuple[str, str]],
                  local_routes: dict[tuple[str, str], LocalRoute],
-                 request_log: RequestLog | None) -> None:
+                 request_log: RequestLog | None, pages: Pages | None = None) -> None:
         self.invoke, self.routes = invoke, routes
-        self.local_routes, self.request_log = local_routes, request_log
+        self.local_routes, self.request_log, self.pages = local_routes, request_log, pages
 
     def answer(self, request: Request) -> dict[str, Any]:
         if (request.content_length or 0) > MAX_BODY:
@@ -163,6 +166,9 @@ class _Api:
         local = self.local_routes.get((request.method, path))
         if local is not None:
             return _local_answer(local, body)
+        page = self.pages(request.method, path) if self.pages else None
+        if page is not None:
+            return page
         method = "GET" if request.method == "HEAD" else request.method
         allowed = allowed_methods(self.routes, path)
         if allowed and method not in allowed:
@@ -203,9 +209,10 @@ class ApiServer:
     def __init__(self, invoke: Invoke, port: int = 8000,
                  request_log: RequestLog | None = None,
                  routes: list[tuple[str, str]] | None = None,
-                 local_routes: dict[tuple[str, str], LocalRoute] | None = None) -> None:
+                 local_routes: dict[tuple[str, str], LocalRoute] | None = None,
+                 pages: Pages | None = None) -> None:
         app = _Api(invoke, routes if routes is not None else api_routes(), local_routes or {},
-                   request_log)
+                   request_log, pages)
         self._server = make_server(LOCALHOST, port, app, threaded=True,
                                    request_handler=_QuietHandler)
         self._server.daemon_threads = True

@@ -73,3 +73,12 @@ def test_scenarios_lists_every_fault():
     for name in ("happy", "fsx-create-failed", "batch-job-failed", "stuck-runnable",
                  "export-failed", "throttling"):
         assert name in result.stdout
+
+
+def test_serve_refuses_unknown_faults_and_bad_options_all_at_once():
+    result = runner.invoke(app, ["serve", "--fault", "no-such-fault", "--fault",
+                                      "node-lost", "--port", "70000"])
+    assert result.exit_code == 2
+    assert "--port 70000 is not a TCP port" in result.output
+    assert "--fault 'no-such-fault' is not a fault; there are fsx-create-failed" in result.output
+    assert "node-lost'" not in result.output

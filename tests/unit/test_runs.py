@@ -271,4 +271,6 @@ def test_a_fanout_shows_each_regions_job_as_its_branch_last_left_it():
     assert view["estimate"] == {"usd_per_hour": 20.0, "estimated_usd": 120.0}
     final = [{"region": "eu-west-1", "requested_region": "eu-west-1", "status": "Completed"}]
     ended = run_view(CAMPAIGN_FANOUT, description(output={"jobs": final}), history, "data")
-    assert ended["jobs"] == final
+    assert ended["jobs"] == [{**final[0], "instance_type": "ml.p3.16xlarge",
+                              "instance_count": 4, "estimated_usd": 60.0,
+                              "placement_reason": "data-local: data is in eu-west-1"}]

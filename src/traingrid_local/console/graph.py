@@ -164,16 +164,22 @@ def _order(nodes: dict[str, Node], chains: list[tuple[list[str], Edge, bool]]
         sequence = range(1, len(rows)) if downward else range(len(rows) - 2, -1, -1)
         for index in sequence:
             reference = rows[index - 1] if downward else rows[index + 1]
-            position = {name: i for i, name in enumerate(reference)}
-            neighbours = above if downward else below
-            current = {name: i for i, name in enumerate(rows[index])}
-
-            def barycentre(name: str) -> float:
-                found = [position[n] for n in neighbours[name] if n in position]
-                return sum(found) / len(found) if found else current[name]  # noqa: B023
-
-            rows[index].sort(key=barycentre)
+            rows[index] = _by_barycentre(rows[index], reference, above if downward else below)
     return rows
+
+
+def _by_barycentre(row: list[str], reference: list[str], neighbours: dict[str, list[str]]
+                   ) -> list[str]:
+    """``row`` sorted by the mean position of each node's neighbours in ``reference``; a node
+    without any keeps its place."""
+    position = {name: i for i, name in enumerate(reference)}
+
+    def barycentre(index_and_name: tuple[int, str]) -> float:
+        index, name = index_and_name
+        found = [position[n] for n in neighbours[name] if n in position]
+        return sum(found) / len(found) if found else index
+
+    return [name for _, name in sorted(enumerate(row), key=barycentre)]
 
 
 def _place_row(row: list[Node], wanted: list[float]) -> None:
@@ -293,8 +299,8 @@ def _draw(graph: Layout, out: list[str]) -> None:
         out.append(f'<g class="state {node.kind.lower()}" data-state="{name}" '
                    f'transform="translate({left:.1f},{top:.1f})"><title>{name} ({node.kind})'
                    f'</title><rect width="{node.width:.1f}" height="{node.height:.1f}" rx="6"/>'
-                   f'<text class="label" x="{node.width / 2:.1f}" y="{21 if not node.inner else 19}"'
-                   f'>{name}</text><text class="visits" x="{node.width - 6:.1f}" y="-4"/>')
+                   f'<text class="label" x="{node.width / 2:.1f}" y="{19 if node.inner else 21}">'
+                   f'{name}</text><text class="visits" x="{node.width - 6:.1f}" y="-4"/>')
         x = FRAME_PAD
         for inner in node.inner:
             out.append(f'<g transform="translate({x:.1f},{FRAME_HEADER})">')

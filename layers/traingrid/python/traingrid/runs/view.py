@@ -100,14 +100,15 @@ def _plan(events: list[dict[str, Any]], state: str) -> dict[str, Any]:
 
 
 def region_jobs(output: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each region's job of a fan-out as it stands: the final ones once the run has ended,
-    else each branch's latest, from the plan on."""
+    """Each region's job of a fan-out as it stands: each branch's latest from the plan on, and
+    once the run has ended, the final ones (over their plans)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for job in _plan(events, "PlanFanout").get("jobs", []):
+        latest[job["requested_region"]] = {**job, "status": "Planned"}
     if isinstance(output, dict) and isinstance(output.get("jobs"), list):
-        jobs = [job for job in output["jobs"] if isinstance(job, dict)]
+        ended = [job for job in output["jobs"] if isinstance(job, dict)]
+        jobs = [latest.get(job.get("requested_region"), {}) | job for job in ended]
     else:
-        latest: dict[str, dict[str, Any]] = {}
-        for job in _plan(events, "PlanFanout").get("jobs", []):
-            latest[job["requested_region"]] = {**job, "status": "Planned"}
         for _, exited in _exits(events):
             job = exited.get("job") if isinstance(exited, dict) else None
             if isinstance(job, dict) and job.get("requested_region") in latest:

@@ -107,7 +107,7 @@ def region_jobs(output: Any, events: list[dict[str, Any]]) -> list[dict[str, Any
         latest[job["requested_region"]] = {**job, "status": "Planned"}
     if isinstance(output, dict) and isinstance(output.get("jobs"), list):
         ended = [job for job in output["jobs"] if isinstance(job, dict)]
-        jobs = [latest.get(job.get("requested_region"), {}) | job for job in ended]
+        jobs = [latest.get(str(job.get("requested_region")), {}) | job for job in ended]
     else:
         for _, exited in _exits(events):
             job = exited.get("job") if isinstance(exited, dict) else None

@@ -13,6 +13,10 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 # The trainer's CPU build of PyTorch is large, so it has a venv of its own too.
 TRAINER_VENV := .venv-trainer
 TRAINER_REQUIREMENTS := containers/mnp/requirements-cpu.txt
+# The Step Functions Data Science SDK needs sagemaker 2, whose pins clash with the dev venv's.
+NOTEBOOK_VENV := .venv-notebook
+NOTEBOOK_CONSTRAINTS := constraints-notebook.txt
+NOTEBOOK := examples/inspect-runs.ipynb
 NODES ?= 3
 PYTEST_ARGS ?=
 # The suite spends much of its time waiting on simulated clocks, so it runs a worker per core;
@@ -60,6 +64,12 @@ $(TRAINER_VENV)/.installed: $(TRAINER_REQUIREMENTS)
 	$(PYTHON) -m venv $(TRAINER_VENV)
 	$(TRAINER_VENV)/bin/pip install --quiet --upgrade pip==25.3
 	$(TRAINER_VENV)/bin/pip install --quiet -r $(TRAINER_REQUIREMENTS)
+	touch $@
+
+$(NOTEBOOK_VENV)/.installed: pyproject.toml $(NOTEBOOK_CONSTRAINTS)
+	$(PYTHON) -m venv $(NOTEBOOK_VENV)
+	$(NOTEBOOK_VENV)/bin/pip install --quiet --upgrade pip==25.3
+	$(NOTEBOOK_VENV)/bin/pip install --quiet -c $(NOTEBOOK_CONSTRAINTS) -e '.[notebook]'
 	touch $@
 
 # Open MPI 4.1, the major version of the node image's (Debian's openmpi-bin), unless one is here.
@@ -123,6 +133,13 @@ mpi-smoke: openmpi $(TRAINER_VENV)/.installed
 push-images:
 	REGIONS="$(REGIONS)" ACCOUNT="$(ACCOUNT)" REPOSITORY="$(REPOSITORY)" TAG="$(TAG)" \
 		containers/push-images.sh
+
+# Every cell of the sample notebook, run headless on the embedded emulator; a failing cell fails.
+# The executed copy, with its outputs, is left in test-artifacts/notebook/.
+notebook-check: $(NOTEBOOK_VENV)/.installed
+	mkdir -p test-artifacts/notebook
+	SAGEMAKER_SUPPRESS_V2_WARNING=1 $(NOTEBOOK_VENV)/bin/jupyter execute --timeout=600 \
+		--output=../test-artifacts/notebook/inspect-runs $(NOTEBOOK)
 
 sam-build: $(SAM_VENV)/.installed
 	AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 $(SAM) build --template template.yaml

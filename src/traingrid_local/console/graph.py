@@ -283,7 +283,7 @@ def _path(points: list[tuple[float, float]]) -> str:
     return "".join(parts)
 
 
-def _draw(graph: Layout, out: list[str]) -> None:
+def _draw(graph: Layout, out: list[str], by_state: dict[str, dict[str, Any]] | None) -> None:
     for edge in graph.edges:
         out.append(f'<path class="edge {edge.kind}" d="{_path(edge.points)}" '
                    f'marker-end="url(#arrow)"><title>{escape(_name(edge.source))} → '
@@ -296,15 +296,19 @@ def _draw(graph: Layout, out: list[str]) -> None:
                        f'<text x="{node.width / 2}" y="16">{node.kind.title()}</text></g>')
             continue
         name = escape(node.id, quote=True)
-        out.append(f'<g class="state {node.kind.lower()}" data-state="{name}" '
+        seen = None if by_state is None else by_state.get(node.id, {"outcome": "not-reached"})
+        coloured = f' {seen["outcome"]}" data-outcome="{seen["outcome"]}' if seen else ""
+        visits = f'×{seen["visits"]}' if seen and seen.get("visits", 1) > 1 else ""
+        out.append(f'<g class="state {node.kind.lower()}{coloured}" data-state="{name}" '
                    f'transform="translate({left:.1f},{top:.1f})"><title>{name} ({node.kind})'
                    f'</title><rect width="{node.width:.1f}" height="{node.height:.1f}" rx="6"/>'
                    f'<text class="label" x="{node.width / 2:.1f}" y="{19 if node.inner else 21}">'
-                   f'{name}</text><text class="visits" x="{node.width - 6:.1f}" y="-4"/>')
+                   f'{name}</text><text class="visits" x="{node.width - 6:.1f}" y="-4">{visits}'
+                   "</text>")
         x = FRAME_PAD
         for inner in node.inner:
             out.append(f'<g transform="translate({x:.1f},{FRAME_HEADER})">')
-            _draw(inner, out)
+            _draw(inner, out, by_state)
             out.append("</g>")
             x += inner.width + COLUMN_GAP
         out.append("</g>")
@@ -314,15 +318,19 @@ def _name(node_id: str) -> str:
     return {START: "Start", END: "End"}.get(node_id, node_id)
 
 
-def svg(definition: dict[str, Any], title: str) -> str:
-    """The whole drawing: a standalone SVG document that the console styles and colours."""
+def svg(definition: dict[str, Any], title: str, style: str = "",
+        by_state: dict[str, dict[str, Any]] | None = None) -> str:
+    """The whole drawing: a standalone SVG document that the console styles and colours in the
+    browser — or that carries its own ``style`` sheet and is coloured already from a run's
+    ``by_state`` (as ``GET /runs/{name}`` gives it)."""
     drawn = layout(definition)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" '
            f'viewBox="0 0 {drawn.width:.0f} {drawn.height:.0f}" width="{drawn.width:.0f}" '
            f'height="{drawn.height:.0f}" aria-label="{escape(title, quote=True)}">'
+           f'{f"<style><![CDATA[{style}]]></style>" if style else ""}'
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>'
            "</defs>"]
-    _draw(drawn, out)
+    _draw(drawn, out, by_state)
     out.append("</svg>")
     return "".join(out)

@@ -25,9 +25,8 @@ from traingrid.training.request import TrainingRunRequest
 from traingrid.validation import parse
 from traingrid_local.console.app import STATIC
 from traingrid_local.console.graph import svg
-from traingrid_local.demo import MACHINE_NAMES, STATE_MACHINES
 from traingrid_local.emulator import batch, sagemaker
-from traingrid_local.serve import Served, served
+from traingrid_local.serve import Served, served, state_machines
 
 TRIGGER = {"source": "notebook"}
 
@@ -41,8 +40,7 @@ class LocalStack:
 
     @property
     def state_machines(self) -> dict[str, str]:
-        outputs = self.served.deployment.stack.outputs
-        return {MACHINE_NAMES[key]: outputs[output] for key, output in STATE_MACHINES.items()}
+        return state_machines(self.served.deployment)
 
     @property
     def url(self) -> str:

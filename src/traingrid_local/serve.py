@@ -65,10 +65,15 @@ def seed(emulator: Emulator, deployment: Deployment) -> None:
     campaign_demo.register_without_markers(emulator, deployment)
 
 
+def state_machines(deployment: Deployment) -> dict[str, str]:
+    """The deployed state machines' ARNs by pipeline (TrainingRun, CampaignFanout)."""
+    return {MACHINE_NAMES[key]: deployment.stack.outputs[output]
+            for key, output in STATE_MACHINES.items()}
+
+
 def console(emulator: Emulator, deployment: Deployment) -> Console:
     """The web console, its graphs drawn from the state machines as deployed."""
-    arns = {MACHINE_NAMES[key]: deployment.stack.outputs[output]
-            for key, output in STATE_MACHINES.items()}
+    arns = state_machines(deployment)
     client = emulator.client("stepfunctions")
 
     def definition(pipeline: str) -> dict[str, Any]:

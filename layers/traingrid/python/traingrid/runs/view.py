@@ -99,32 +99,32 @@ def _plan(events: list[dict[str, Any]], state: str) -> dict[str, Any]:
     return {}
 
 
-def region_jobs(output: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each region's job of a fan-out as it stands: each branch's latest from the plan on, and
-    once the run has ended, the final ones (over their plans)."""
+def region_jobs(output: Any, events: list[dict[str, Any]], planned: list[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """Each region's job of a fan-out as it stands: each branch's latest from its ``planned``
+    job on, and once the run has ended, the final ones (over their plans)."""
     latest: dict[str, dict[str, Any]] = {}
-    for job in _plan(events, "PlanFanout").get("jobs", []):
+    for job in planned:
         latest[job["requested_region"]] = {**job, "status": "Planned"}
     if isinstance(output, dict) and isinstance(output.get("jobs"), list):
         ended = [job for job in output["jobs"] if isinstance(job, dict)]
         jobs = [latest.get(str(job.get("requested_region")), {}) | job for job in ended]
     else:
         for _, exited in _exits(events):
-            job = exited.get("job") if isinstance(exited, dict) else None
-            if isinstance(job, dict) and job.get("requested_region") in latest:
-                latest[job["requested_region"]] = job
+            branch = exited.get("job") if isinstance(exited, dict) else None
+            if isinstance(branch, dict) and branch.get("requested_region") in latest:
+                latest[branch["requested_region"]] = branch
         jobs = list(latest.values())
     return [{key: job[key] for key in REGION_JOB_FIELDS if key in job} for job in jobs]
 
 
-def estimate(pipeline: str, output: Any, events: list[dict[str, Any]],
-             jobs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def estimate(pipeline: str, output: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """What the run is expected to cost, from its plan (known from its first step on)."""
     if pipeline == TRAINING_RUN:
         if isinstance(output, dict) and isinstance(output.get("estimate"), dict):
             return dict(output["estimate"])
-        return _plan(events, "Plan").get("estimate")
-    planned = _plan(events, "PlanFanout").get("jobs") or jobs
+        return plan.get("estimate")
+    planned = plan.get("jobs")
     if not planned:
         return None
     return {"usd_per_hour": round(sum(j.get("usd_per_hour", 0) for j in planned), 2),
@@ -140,7 +140,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
     ended = description.get("stopDate") or clock.service_now()
     found = visits(events)
     states, earlier = timeline(found, description["startDate"], description["status"], ended)
-    jobs = region_jobs(output, events) if pipeline == CAMPAIGN_FANOUT else []
+    plan = _plan(events, "Plan" if pipeline == TRAINING_RUN else "PlanFanout")
     view |= {
         "current_state": current_state(events),
         "error": description.get("error"),
@@ -150,10 +150,10 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "artifacts": artifacts(pipeline, description["name"], output, data_bucket),
         "states": states,
         "by_state": by_state(found, description["status"]),
-        "estimate": estimate(pipeline, output, events, jobs),
+        "estimate": estimate(pipeline, output, plan),
     }
     if pipeline == CAMPAIGN_FANOUT:
-        view["jobs"] = jobs
+        view["jobs"] = region_jobs(output, events, plan.get("jobs", []))
     if earlier:
         view["states_omitted"] = earlier
     return view

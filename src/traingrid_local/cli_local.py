@@ -1,23 +1,26 @@
 """``traingrid serve`` and ``traingrid tick``: the API and the schedules of the embedded
-emulator."""
+emulator; ``traingrid console``: the web console of a deployed stack."""
 
 from __future__ import annotations
 
 import math
 import signal
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from traingrid_local.cli_runs import one_line
+from traingrid_local.cli_runs import INVALID, UNREACHABLE, fail, one_line
 from traingrid_local.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
+from traingrid_local.console.remote import remote
 from traingrid_local.emulator import batch, sagemaker
 from traingrid_local.emulator.faults import FAULTS
 from traingrid_local.emulator.session import DEFAULT_SPEED
 from traingrid_local.environment import DEMO_BUCKET
 from traingrid_local.schedules import SCHEDULED_JOBS
 from traingrid_local.serve import TICK_PATH, served
+from traingrid_local.server import RequestLog
 from traingrid_local.terminal import stderr, stdout
 
 commands = typer.Typer()
@@ -67,24 +70,58 @@ def serve(
                      soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_hours * 3600
+    stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
+    _until_stopped("serve", port, lambda log: served(port=port, speed=speed, request_log=log,
+                                                     faults=faults),
+                   lambda api: _examples(api.url), "the server and the emulator", quiet)
+
+
+def _until_stopped(command: str, port: int, start: Callable[[RequestLog | None], Any],
+                   banner: Callable[[Any], str], what: str, quiet: bool) -> None:
+    """Run the server ``start`` opens (a context manager) until Ctrl-C or SIGTERM."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     log = None if quiet else (lambda line: stderr.print(line, highlight=False))
     try:
-        stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
-        with served(port=port, speed=speed, request_log=log, faults=faults) as api:
-            stdout.print(_examples(api.url), highlight=False, soft_wrap=True)
+        with start(log) as server:
+            stdout.print(banner(server), highlight=False, soft_wrap=True)
             while not stop.wait(0.5):
                 pass
-            stderr.print("Stopping: closing the server and the emulator…", highlight=False)
+            stderr.print(f"Stopping: closing {what}…", highlight=False)
     except OSError as error:  # the port is taken, most likely
-        stderr.print(f"traingrid serve: cannot listen on 127.0.0.1:{port}: {error}")
+        stderr.print(f"traingrid {command}: cannot listen on 127.0.0.1:{port}: {error}")
         raise typer.Exit(1) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    stderr.print("traingrid serve: stopped", highlight=False)
+    stderr.print(f"traingrid {command}: stopped", highlight=False)
+
+
+@commands.command()
+def console(
+    stack: Annotated[str, typer.Option(help="The deployed stack whose runs to show.")],
+    region: Annotated[str | None, typer.Option(
+        envvar="AWS_REGION", help="The stack's region.")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8000,
+    quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
+) -> None:
+    """Serve the web console on 127.0.0.1 for a deployed stack: its API's answers (requests
+    signed with your AWS credentials), its state machines' graphs, links to the AWS console."""
+    problems = [p for p in (
+        None if region else "--region (or AWS_REGION) is needed",
+        None if 0 <= port <= 65535 else f"--port {port} is not a TCP port (0-65535)",
+    ) if p]
+    if problems:
+        raise fail("console", "; ".join(problems), INVALID)
+    try:
+        _until_stopped("console", port,
+                       lambda log: remote(stack, str(region), port=port, request_log=log),
+                       lambda server: f"The console of stack {stack} ({region}) on "
+                                      f"{server.url}/console; Ctrl-C stops it",
+                       "the console", quiet)
+    except Unreachable as error:
+        raise fail("console", str(error), UNREACHABLE) from None
 
 
 def _print_janitor(result: dict[str, Any]) -> None:

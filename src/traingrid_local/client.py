@@ -86,6 +86,25 @@ class Signer:
         return dict(request.headers.items())
 
 
+def stack_outputs(stack: str, region: str, *needed: str) -> tuple[Any, dict[str, str]]:
+    """(boto3 session in ``region``, the deployed stack's outputs); Unreachable if the stack
+    cannot be read or lacks a ``needed`` output."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    session = boto3.Session(region_name=region)
+    try:
+        description = session.client("cloudformation").describe_stacks(StackName=stack)
+    except (ClientError, BotoCoreError) as error:
+        raise Unreachable(f"cannot read stack {stack} in {region}: {error}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"]
+               for o in description["Stacks"][0].get("Outputs", [])}
+    missing = [name for name in needed if name not in outputs]
+    if missing:
+        raise Unreachable(f"stack {stack} in {region} has no {' or '.join(missing)} output")
+    return session, outputs
+
+
 class ApiClient:
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, signer: Signer | None = None,
                  timeout: float = 30.0) -> None:
@@ -96,18 +115,7 @@ class ApiClient:
     @classmethod
     def for_stack(cls, stack: str, region: str) -> ApiClient:
         """The API of a deployed stack, from its ``ApiUrl`` output."""
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        session = boto3.Session(region_name=region)
-        try:
-            description = session.client("cloudformation").describe_stacks(StackName=stack)
-        except (ClientError, BotoCoreError) as error:
-            raise Unreachable(f"cannot read stack {stack} in {region}: {error}") from None
-        outputs = {o["OutputKey"]: o["OutputValue"]
-                   for o in description["Stacks"][0].get("Outputs", [])}
-        if "ApiUrl" not in outputs:
-            raise Unreachable(f"stack {stack} in {region} has no ApiUrl output")
+        session, outputs = stack_outputs(stack, region, "ApiUrl")
         return cls(outputs["ApiUrl"], Signer(region, session))
 
     def request(self, method: str, path: str, body: Any = None,

@@ -92,6 +92,12 @@ STATE_MACHINES = {"training": "TrainingRunStateMachineArn",
                   "campaign": "CampaignFanoutStateMachineArn"}
 MACHINE_NAMES = {"training": "TrainingRun", "campaign": "CampaignFanout"}
 
+
+def state_machines(outputs: Mapping[str, str]) -> dict[str, str]:
+    """The state machines' ARNs by pipeline (TrainingRun, CampaignFanout), from the stack's
+    outputs."""
+    return {MACHINE_NAMES[key]: outputs[output] for key, output in STATE_MACHINES.items()}
+
 Progress = Callable[[list[dict[str, Any]]], None]
 
 

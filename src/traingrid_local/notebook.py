@@ -25,8 +25,9 @@ from traingrid.training.request import TrainingRunRequest
 from traingrid.validation import parse
 from traingrid_local.console.app import STATIC
 from traingrid_local.console.graph import svg
+from traingrid_local.demo import state_machines
 from traingrid_local.emulator import batch, sagemaker
-from traingrid_local.serve import Served, served, state_machines
+from traingrid_local.serve import Served, served
 
 TRIGGER = {"source": "notebook"}
 
@@ -40,7 +41,7 @@ class LocalStack:
 
     @property
     def state_machines(self) -> dict[str, str]:
-        return state_machines(self.served.deployment)
+        return state_machines(self.served.deployment.stack.outputs)
 
     @property
     def url(self) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from traingrid.clock import parse_iso
 from traingrid_local import campaign_demo, schedules
 from traingrid_local.console.app import Console
-from traingrid_local.demo import MACHINE_NAMES, STATE_MACHINES, upload_sample_dataset
+from traingrid_local.demo import state_machines, upload_sample_dataset
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
 from traingrid_local.environment import Deployment, deploy_traingrid
 from traingrid_local.server import API_FUNCTION, ApiServer, RequestLog, lambda_invoker
@@ -65,15 +65,9 @@ def seed(emulator: Emulator, deployment: Deployment) -> None:
     campaign_demo.register_without_markers(emulator, deployment)
 
 
-def state_machines(deployment: Deployment) -> dict[str, str]:
-    """The deployed state machines' ARNs by pipeline (TrainingRun, CampaignFanout)."""
-    return {MACHINE_NAMES[key]: deployment.stack.outputs[output]
-            for key, output in STATE_MACHINES.items()}
-
-
 def console(emulator: Emulator, deployment: Deployment) -> Console:
     """The web console, its graphs drawn from the state machines as deployed."""
-    arns = state_machines(deployment)
+    arns = state_machines(deployment.stack.outputs)
     client = emulator.client("stepfunctions")
 
     def definition(pipeline: str) -> dict[str, Any]:

@@ -20,10 +20,13 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from traingrid_local.cli import app
+from traingrid_local.client import ApiClient
+from traingrid_local.console.remote import remote
 from traingrid_local.environment import DEMO_BUCKET
 
 runner = CliRunner()
 DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_serve(cwd: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
@@ -198,6 +201,56 @@ def test_with_a_stack_the_api_url_comes_from_its_outputs_and_requests_are_signed
         r"AWS4-HMAC-SHA256 Credential=\w+/\d{8}/eu-west-1/execute-api/aws4_request, "
         r"SignedHeaders=[a-z;-]*host[a-z;-]*, Signature=[0-9a-f]{64}", request["Authorization"])
     assert request["X-Amz-Date"]
+
+
+def test_the_console_of_a_deployed_stack_signs_what_it_sends_on_and_draws_its_graphs(
+        recording_api, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    definitions = {name: (ROOT / "statemachines" / f"{file}.asl.json").read_text()
+                   for name, file in (("TrainingRun", "training_run"),
+                                      ("CampaignFanout", "campaign_fanout"))}
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="eu-west-1")
+        arns = {name: sfn.create_state_machine(
+            name=f"traingrid-{name}", definition=text,
+            roleArn="arn:aws:iam::123456789012:role/states")["stateMachineArn"]
+            for name, text in definitions.items()}
+        template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": {
+            "ApiUrl": {"Value": recording_api},
+            "TrainingRunStateMachineArn": {"Value": arns["TrainingRun"]},
+            "CampaignFanoutStateMachineArn": {"Value": arns["CampaignFanout"]}}}
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="traingrid-prod", TemplateBody=json.dumps(template))
+        with remote("traingrid-prod", "eu-west-1", port=0) as server:
+            client = ApiClient(server.url)
+            assert client.get("/runs", limit=5) == {"runs": [], "next_token": None}
+            settings = client.get("/console/config.json")
+            graph = client.request("GET", "/console/graphs/CampaignFanout.svg")
+    assert settings == {"emulated": False, "api": recording_api, "stack": "traingrid-prod",
+                        "region": "eu-west-1"}
+    assert 'data-state="RecordRegionJob"' in graph.body
+    (request,) = RecordingApi.seen
+    assert request["path"] == "/v1/runs?limit=5"
+    assert re.fullmatch(
+        r"AWS4-HMAC-SHA256 Credential=\w+/\d{8}/eu-west-1/execute-api/aws4_request, "
+        r"SignedHeaders=[a-z;-]*host[a-z;-]*, Signature=[0-9a-f]{64}", request["Authorization"])
+
+
+def test_the_console_of_a_stack_without_its_outputs_says_which_are_missing(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {"ApiUrl": {"Value": "https://example.invalid/v1"}}}
+    with mock_aws():
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="old", TemplateBody=json.dumps(template))
+        result = runner.invoke(app, ["console", "--stack", "old", "--region", "eu-west-1",
+                                     "--port", "0"])
+    assert result.exit_code == 3
+    assert result.stderr.strip() == (
+        "traingrid console: stack old in eu-west-1 has no TrainingRunStateMachineArn or "
+        "CampaignFanoutStateMachineArn output")
 
 
 def test_a_missing_stack_is_a_one_line_error(monkeypatch):

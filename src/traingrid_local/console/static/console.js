@@ -324,8 +324,9 @@ async function start() {
   } catch (error) {
     // Without its settings the console still works; it just says less about where runs are.
   }
+  const stack = config.stack ? `stack ${config.stack} (${config.region}) · ` : "";
   document.getElementById("where").textContent = config.emulated
-    ? "the embedded emulator" : (config.api || "");
+    ? "the embedded emulator" : `${stack}${config.api || ""}`;
   window.addEventListener("hashchange", route);
   route();
 }

@@ -350,3 +350,57 @@ def test_a_job_asking_a_node_for_more_memory_than_it_registers_is_never_placed(
     assert not fits_a_node("p3.16xlarge", [{"type": "MEMORY", "value": str(488 * 1024)}])
     # What the job definition asked before it was sized by the rule.
     assert not fits_a_node("p3.16xlarge", [{"type": "MEMORY", "value": "491520"}])
+
+
+def _trainer_job(emulator: Emulator, setup: BatchSetup, run: str,
+                 shared_memory_mib: int | None, batch_size: str) -> tuple[dict[str, Any], dict]:
+    """The image's trainer on 2 p3.16xlarge nodes (8 ranks each), from a job definition that
+    sets ``shared_memory_mib`` of /dev/shm (None: sets nothing, so Docker's 64 MiB)."""
+    fs = create_lustre(emulator, setup.network.subnet_id)
+    container: dict[str, Any] = {
+        "image": "traingrid-mnp:1.0.0", "command": ["python3", "-m", "traingrid_trainer"],
+        "environment": [{"name": "FSX_MOUNT_POINT", "value": "/fsx"}]}
+    if shared_memory_mib is not None:
+        container["linuxParameters"] = {"sharedMemorySize": shared_memory_mib}
+    definition = emulator.client("batch").register_job_definition(
+        jobDefinitionName=f"trainer-{run}", type="multinode",
+        nodeProperties={"numNodes": 2, "mainNode": 0,
+                        "nodeRangeProperties": [{"targetNodes": "0:", "container": container}]},
+    )["jobDefinitionArn"]
+    overrides = {"numNodes": 2, **environment_override({
+        "FSX_DNS_NAME": fs["DNSName"], "OUTPUT_DIR": f"/fsx/runs/{run}", "TRAINGRID_RUN": run,
+        "EPOCHS": "90", "MPI_GPUS": "16", "BATCH_SIZE": batch_size})}
+    job_id = emulator.client("batch").submit_job(
+        jobName=run, jobQueue=setup.job_queue_arn, jobDefinition=definition,
+        nodeOverrides=overrides)["jobId"]
+    files = fsx_backends[ACCOUNT_ID][emulator.region].file_systems[fs["FileSystemId"]].files
+    return wait_for_job(emulator, job_id), files
+
+
+def test_the_trainer_dies_of_a_bus_error_in_dockers_default_shared_memory(
+    emulator: Emulator, short_training: float
+) -> None:
+    from traingrid.training.attempts import FailureKind, classify
+
+    job, files = _trainer_job(emulator, create_batch(emulator), "shm-default", None, "256")
+
+    assert job["status"] == "FAILED"
+    assert job["container"]["exitCode"] == 1
+    assert job["stoppedAt"] - job["startedAt"] == batch.BUS_ERROR_AFTER_SECONDS * 1000
+    log = files["runs/shm-default/logs/main-node.log"].decode()
+    assert "bus error" in log.lower() and "/dev/shm has 64 MiB" in log
+    assert not any("/checkpoints/" in name for name in files)
+    # The training code's failure: another attempt would fail the same way.
+    failure = classify({"exit_code": 1, "status_reason": job["statusReason"]})
+    assert failure.kind is FailureKind.TRAINING
+
+
+def test_the_trainer_trains_with_the_shared_memory_its_definition_sets(
+    emulator: Emulator, short_training: float
+) -> None:
+    setup = create_batch(emulator)
+    job, _ = _trainer_job(emulator, setup, "shm-sized", 12288, "256")
+    assert job["status"] == "SUCCEEDED"
+
+    job, _ = _trainer_job(emulator, setup, "shm-short", 12288, "512")  # 18,816 MiB needed
+    assert job["status"] == "FAILED" and job["container"]["exitCode"] == 1

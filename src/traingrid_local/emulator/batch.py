@@ -14,7 +14,9 @@ job is terminated after some training: the job FAILS with no exit code and only 
 written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
 never placed, as is one asking a node for more memory than it registers, or under
 ``capacity-8-nodes`` for more than 8 nodes), and ``lost-events`` (no state-change event is ever
-delivered).
+delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the job definition sets
+``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders need more fails
+its first step with a bus error (exit 1, the training code's failure), as on AWS.
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
@@ -49,6 +51,7 @@ TRAINING_SECONDS = 6 * 3600  # of a run of REFERENCE_EPOCHS; runs train for thei
 REFERENCE_EPOCHS = 90
 ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
 FAILING_AFTER_SECONDS = 20 * 60
+BUS_ERROR_AFTER_SECONDS = 90  # the first real step, once the loaders have filled /dev/shm
 MAIN_NODE_EXIT_CODE = 1
 LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
 CAPACITY_NODES = 8  # all the capacity-8-nodes fault lets a job have
@@ -71,6 +74,8 @@ class SimulatedJob:
     training_seconds: float
     command: list[str] = field(default_factory=list)
     lost: bool = False  # the main node's host goes away mid-training
+    # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
+    bus_error: str | None = None
     status: str = "SUBMITTED"
     started_at: datetime | None = None
     stopped_at: datetime | None = None
@@ -88,9 +93,14 @@ class SimulatedJob:
             moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
-        run_for = FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
-        end = "FAILED" if self.fails or self.lost else "SUCCEEDED"
-        return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + run_for))]
+        end = "FAILED" if self.fails or self.lost or self.bus_error else "SUCCEEDED"
+        return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
+
+    def run_for(self) -> float:
+        """Seconds from RUNNING to the job's end."""
+        if self.bus_error:
+            return BUS_ERROR_AFTER_SECONDS
+        return FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
 
     def path(self) -> list[str]:
         """The statuses the job has been in so far, in order (a terminated job ends FAILED
@@ -120,12 +130,15 @@ class SimulatedJob:
                 elapsed -= seconds
             if self.started_at is None:
                 self.started_at = now - timedelta(seconds=elapsed)
-            run_for = FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
+            run_for = self.run_for()
             if elapsed < run_for:
                 self.status = "RUNNING"
                 return self.status
             end = self.started_at + timedelta(seconds=run_for)
-            if self.lost:
+            if self.bus_error:
+                self._finish(job, end, succeeded=False, exit_code=workload.BUS_ERROR_EXIT_CODE,
+                             reason="Essential container in task exited", error=self.bus_error)
+            elif self.lost:
                 self._finish(job, end, succeeded=False, exit_code=None, exports=False,
                              reason=f"Host EC2 (instance {LOST_INSTANCE}) terminated.")
             elif self.fails:
@@ -136,14 +149,15 @@ class SimulatedJob:
             return self.status
 
     def _finish(self, job: Job, at: datetime, *, succeeded: bool, exit_code: int | None,
-                reason: str | None = None, exports: bool = True) -> None:
+                reason: str | None = None, exports: bool = True,
+                error: str | None = None) -> None:
         # The container writes (and exports) its outputs before the job is seen to end; a job
         # that never started ran no container and writes nothing.
         if self.started_at is not None:
             workload.write_outputs(
                 job.backend.account_id, job.backend.region_name, self.environment,
                 command=self.command,
-                succeeded=succeeded, exit_code=exit_code, exports=exports,
+                succeeded=succeeded, exit_code=exit_code, exports=exports, error=error,
                 ran_seconds=(at - self.started_at).total_seconds(),
             )
         self.stopped_at, self.exit_code, self.reason = at, exit_code, reason
@@ -279,12 +293,17 @@ def _submitjob(previous: Any) -> Any:
         instance_type = _container_value(definition, overrides, "instanceType")
         requirements = _container_value(definition, overrides, "resourceRequirements")
         num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
+        command = list(_container_value(definition, overrides, "command") or [])
+        linux = _container_value(definition, overrides, "linuxParameters") or {}
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
             num_nodes=num_nodes,
             instance_type=instance_type,
-            command=list(_container_value(definition, overrides, "command") or []),
+            command=command,
+            bus_error=workload.shared_memory_shortfall(
+                environment, command, num_nodes,
+                int(linux.get("sharedMemorySize") or workload.DOCKER_SHM_MIB)),
             stuck=(faults.CURRENT.on("stuck-runnable")
                    or not fits_a_node(instance_type, requirements)
                    or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES)),

@@ -22,6 +22,7 @@ from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
 from traingrid.training.attempts import newest_checkpoint
+from traingrid.training.catalog import loader_shared_memory_mib
 from traingrid_local.emulator import faults, fsx
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
@@ -36,6 +37,11 @@ IMAGES_PER_SECOND_PER_GPU = 625
 IMAGENET_TRAIN_IMAGES = 1_281_167
 KEPT_CHECKPOINTS = 3  # as the trainer keeps them
 CHECKPOINT_BYTES = 16 * 1024
+# Docker's /dev/shm when the job definition sets no LinuxParameters.SharedMemorySize.
+DOCKER_SHM_MIB = 64
+# A loader worker that outgrows /dev/shm dies of SIGBUS; its rank's DataLoader then raises
+# (exit 1), and mpirun and the entrypoint pass that on.
+BUS_ERROR_EXIT_CODE = 1
 
 
 def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
@@ -48,6 +54,23 @@ def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
 def _number(env: dict[str, str], name: str, default: int) -> int:
     raw = env.get(name, "")
     return int(raw) if raw.isdigit() else default
+
+
+def shared_memory_shortfall(env: dict[str, str], command: Sequence[str], num_nodes: int,
+                            shm_mib: int) -> str | None:
+    """The trainer's error when its data loaders need more /dev/shm than the container has
+    (PyTorch's workers hand every batch to their rank through it), else None. Other commands
+    are not the trainer, and are not judged."""
+    if not any("traingrid_trainer" in part for part in command):
+        return None
+    ranks = max(_number(env, "MPI_GPUS", 0) // max(num_nodes, 1), 1)
+    needed = loader_shared_memory_mib(ranks, _number(env, "BATCH_SIZE", 256))
+    if needed <= shm_mib:
+        return None
+    return (f"ERROR: Unexpected bus error encountered in worker. This might be caused by "
+            f"insufficient shared memory (shm). RuntimeError: DataLoader worker is killed by "
+            f"signal: Bus error. (the data loaders of {ranks} ranks need {needed} MiB, "
+            f"/dev/shm has {shm_mib} MiB)")
 
 
 def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
@@ -63,7 +86,7 @@ def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
 
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             ran_seconds: float, command: Sequence[str] = (), resumed_epoch: int = 0,
-            resumed_from: str | None = None) -> dict[str, bytes]:
+            resumed_from: str | None = None, error: str | None = None) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
     its newest checkpoints, and on success the final weights and ``metrics.json``. A job that
     resumed from an earlier attempt's checkpoint (``resumed_epoch``) goes on from there."""
@@ -77,11 +100,14 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
         f"epochs {epochs}, batch size {batch}, {env.get('LR_DECAY_MODE')} decay, "
         f"{env.get('WARMUP_EPOCHS')} warmup epochs",
         f"trained {ran_seconds / 3600:.2f} h at {gpus * IMAGES_PER_SECOND_PER_GPU} images/s",
+        *([error] if error else []),
         f"exit code {exit_code}",
     ]
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     seed = env.get("TRAINGRID_RUN", "run").encode()
-    trained = epochs if succeeded else min(epochs, resumed_epoch + (1 if ran_seconds > 0 else 0))
+    # A trainer that failed with an ``error`` died in its first step, before a checkpoint.
+    trained = epochs if succeeded else min(
+        epochs, resumed_epoch + (1 if ran_seconds > 0 and not error else 0))
     for epoch in range(max(1, trained - KEPT_CHECKPOINTS + 1), trained + 1):
         digest = hashlib.sha256(seed + epoch.to_bytes(4, "big")).digest()
         files[f"{CHECKPOINT_DIR}/epoch-{epoch:04d}.pt"] = digest * (CHECKPOINT_BYTES // len(digest))

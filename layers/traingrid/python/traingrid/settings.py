@@ -86,6 +86,8 @@ class Settings(EnvSettings):
     retention_days: int = env("RETENTION_DAYS", default=7, ge=1, le=90)
     # The compute environment's InstanceTypes, comma-separated; unset allows the whole catalog.
     training_instance_types: str | None = env("TRAINING_INSTANCE_TYPES", default=None)
+    # The training containers' /dev/shm (NodeSharedMemoryMiB); unset: not checked.
+    node_shared_memory_mib: int | None = env("NODE_SHARED_MEMORY_MIB", default=None, ge=64)
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:

@@ -51,7 +51,8 @@ def training_submission(body: Any, settings: ApiSettings, now: datetime,
                         idempotency_key: str | None = None) -> Submission:
     """A TrainingRun request, validated (every problem at once) and named."""
     request = parse(TrainingRunRequest, body)
-    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types)
+    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
+                          settings.node_shared_memory_mib)
     fields = request.model_dump(mode="json", exclude_none=True)
     name = request.name or derived_name(dataset_subject(request.bucket, request.prefix),
                                         fields, now, idempotency_key)

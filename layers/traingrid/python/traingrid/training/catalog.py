@@ -58,6 +58,25 @@ def resource_requirements(instance: InstanceType) -> list[dict[str, str]]:
     ]
 
 
+# The image's trainer feeds each rank from a PyTorch DataLoader (traingrid_trainer.config's
+# --loader_workers, tested equal): every worker keeps prefetch_factor batches (PyTorch's
+# default, 2) in /dev/shm for its rank, each batch_size × 3 × size × size float32 images.
+LOADER_WORKERS = 4
+LOADER_PREFETCH = 2
+IMAGE_SIZE = 224
+MIB = 1024**2
+
+
+def loader_shared_memory_mib(ranks: int, batch_size: int, image_size: int = IMAGE_SIZE,
+                             workers: int = LOADER_WORKERS,
+                             prefetch: int = LOADER_PREFETCH) -> int:
+    """The /dev/shm the trainer's data loaders need in one node's container: ``ranks`` ranks
+    (one a GPU), each with ``workers`` workers holding ``prefetch`` batches. The job
+    definition's SharedMemorySize (template parameter NodeSharedMemoryMiB) must hold this."""
+    batch_bytes = batch_size * 3 * image_size * image_size * 4
+    return -(-max(ranks, 1) * workers * prefetch * batch_bytes // MIB)
+
+
 class DeploymentType(StrEnum):
     """FSx for Lustre deployment types that can be hydrated from S3 with ImportPath."""
 

@@ -31,7 +31,8 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
 
 def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
     request = parse(TrainingRunRequest, event.get("request"))
-    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types)
+    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
+                          settings.node_shared_memory_mib)
     return plan_run(
         request,
         run=event["run"],

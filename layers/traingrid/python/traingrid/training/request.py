@@ -20,7 +20,11 @@ from pydantic import (
 )
 
 from traingrid.errors import DatasetNotPermitted, RequestInvalid
-from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
+from traingrid.training.catalog import (
+    INSTANCE_TYPES,
+    DeploymentType,
+    loader_shared_memory_mib,
+)
 
 # The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
 DEFAULT_EXTRA_MPI_PARAMS = (
@@ -182,10 +186,14 @@ class TrainingRunRequest(_Strict):
 
 
 def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
-                          instance_types: Sequence[str] | None) -> None:
+                          instance_types: Sequence[str] | None,
+                          shared_memory_mib: int | None = None) -> None:
     """What this stack can run: datasets in its own data bucket only (else
     ``DatasetNotPermitted``, the API's 403), on the instance types its compute environment
-    may launch (``instance_types``; None allows the whole catalog). Every problem at once."""
+    may launch (``instance_types``; None allows the whole catalog), with the image's trainer
+    only batches its data loaders can pass through the containers' /dev/shm
+    (``shared_memory_mib``, the stack's NodeSharedMemoryMiB; None: not checked). Every
+    problem at once."""
     problems = []
     if instance_types is not None and request.instance_type not in instance_types:
         problems.append({
@@ -193,6 +201,17 @@ def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
             "message": f"this stack's compute environment launches only "
                        f"{', '.join(instance_types)}; {request.instance_type} would wait for "
                        f"capacity that never comes",
+        })
+    uses_trainer = request.command is None or "traingrid_trainer" in request.command
+    needed = loader_shared_memory_mib(INSTANCE_TYPES[request.instance_type].gpus,
+                                      request.batch_size)
+    if shared_memory_mib is not None and uses_trainer and needed > shared_memory_mib:
+        problems.append({
+            "pointer": "/batch_size",
+            "message": f"the trainer's data loaders need {needed} MiB of shared memory on a "
+                       f"{request.instance_type} node for batch_size {request.batch_size}; this "
+                       f"stack's containers have {shared_memory_mib} MiB (NodeSharedMemoryMiB): "
+                       f"use a smaller batch_size or deploy with a larger NodeSharedMemoryMiB",
         })
     if request.bucket != data_bucket:
         problems.append({

@@ -5,6 +5,7 @@ ServiceRole and multinode job definitions."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -312,3 +313,77 @@ def test_a_compute_environment_takes_its_launch_template_s_security_groups(
         "computeEnvironments"]
     assert environment["computeResources"]["securityGroupIds"] == [network.security_group_id]
     assert environment["computeResources"]["launchTemplate"]["launchTemplateId"].startswith("lt-")
+
+
+def _physical_names(emulator: Emulator, stack: str) -> dict[str, str]:
+    resources = emulator.client("cloudformation").list_stack_resources(StackName=stack)
+    return {r["LogicalResourceId"]: r["PhysicalResourceId"]
+            for r in resources["StackResourceSummaries"] if r["LogicalResourceId"]}
+
+
+def _named_resources_template() -> dict[str, Any]:
+    trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+        "Action": "sts:AssumeRole"}]}
+    passing = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+    return {"Resources": {
+        "GreeterRole": {"Type": "AWS::IAM::Role",
+                        "Properties": {"AssumeRolePolicyDocument": trust}},
+        "GreeterFunction": {
+            "Type": "AWS::Lambda::Function", "Properties": {
+                "Runtime": "python3.11", "Handler": "app.handler",
+                "Role": {"Fn::GetAtt": ["GreeterRole", "Arn"]},
+                "Code": {"S3Bucket": "artifacts", "S3Key": "function.zip"}}},
+        "PipelineStateMachine": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
+            "DefinitionString": passing, "RoleArn": {"Fn::GetAtt": ["GreeterRole", "Arn"]}}},
+        "NamedStateMachine": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
+            "StateMachineName": "pipeline", "DefinitionString": passing,
+            "RoleArn": {"Fn::GetAtt": ["GreeterRole", "Arn"]}}},
+        "Probe": {"Type": "AWS::Batch::JobDefinition", "Properties": {
+            "Type": "container",
+            "ContainerProperties": {"Image": "busybox", "Vcpus": 1, "Memory": 128}}},
+        "Runtime": {"Type": "AWS::Lambda::LayerVersion", "Properties": {
+            "LayerName": "RuntimeLayer", "CompatibleRuntimes": ["python3.11"],
+            "Content": {"S3Bucket": "artifacts", "S3Key": "function.zip"}}},
+    }}
+
+
+@pytest.mark.parametrize("stack", [
+    "traingrid", "a-stack-whose-name-is-far-longer-than-most-people-would-choose"])
+def test_unnamed_resources_get_the_physical_names_cloudformation_gives(
+    emulator: Emulator, stack: str
+) -> None:
+    s3 = emulator.client("s3")
+    s3.create_bucket(Bucket="artifacts")
+    s3.put_object(Bucket="artifacts", Key="function.zip", Body=zip_files({
+        "app.py": "def handler(event, context):\n    return 'hello'\n"}))
+
+    _create_stack(emulator, stack, _named_resources_template())
+
+    names = _physical_names(emulator, stack)
+    # A state machine has no stack prefix: a policy naming `<stack>-<LogicalId>-*` never matches.
+    machine = names["PipelineStateMachine"].rsplit(":", 1)[1]
+    assert re.fullmatch(r"PipelineStateMachine-[A-Za-z0-9]{12}", machine), machine
+    assert names["NamedStateMachine"].endswith(":stateMachine:pipeline")
+    served = {m["stateMachineArn"] for m in
+              emulator.client("stepfunctions").list_state_machines()["stateMachines"]}
+    assert {names["PipelineStateMachine"], names["NamedStateMachine"]} <= served
+    # Functions and roles: `<stack>-<LogicalId>-<random>`, both parts cut to fit 64.
+    function = names["GreeterFunction"]
+    role = names["GreeterRole"]
+    assert re.fullmatch(r"[A-Za-z0-9-]+-[A-Za-z0-9]{12}", function) and len(function) <= 64
+    assert re.fullmatch(r"[A-Za-z0-9-]+-[A-Z0-9]{12}", role) and len(role) <= 64
+    if len(stack) < 20:
+        assert function.startswith(f"{stack}-GreeterFunction-")
+        assert role.startswith(f"{stack}-GreeterRole-")
+    else:
+        assert function.startswith(stack[:25]) and not function.startswith(f"{stack}-")
+        assert "-GreeterFunction-" in function
+    lam = emulator.client("lambda")
+    assert lam.get_function(FunctionName=function)["Configuration"]["Role"].endswith(
+        f":role/{role}")
+    # Batch: `<LogicalId>-<16 random>`, no stack prefix.
+    definition = names["Probe"].rsplit("/", 1)[1]
+    assert re.fullmatch(r"Probe-[A-Za-z0-9]{16}:1", definition), definition
+    # A given name is kept (moto named layers after the stack).
+    assert names["Runtime"].endswith(":layer:RuntimeLayer:1")

@@ -9,23 +9,100 @@
   created on first use as AWS does (moto requires the property), and without
   ``SecurityGroupIds`` its launch template's (moto requires them on the environment);
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
-  a string and a ``Number`` default text).
+  a string and a ``Number`` default text);
+- what the template leaves unnamed gets the physical name CloudFormation gives it
+  (:data:`NAMING`): a state machine is ``<LogicalId>-<12 random>``, with no stack prefix, Batch
+  resources ``<LogicalId>-<16 random>``, functions, roles, rules, queues and tables
+  ``<stack>-<LogicalId>-<random>`` cut to the type's length limit (moto prefixes every name
+  with the stack's and never cuts); a given name (``StateMachineName``, ``LayerName``) is kept.
+  A policy written against a guessed name then fails here as it would on AWS.
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from moto.awslambda.models import LambdaFunction, LayerVersion
 from moto.batch.models import ComputeEnvironment, JobDefinition, batch_backends
 from moto.batch.utils import lowercase_first_key
+from moto.cloudformation import parsing
 from moto.cloudformation.parsing import ResourceMap
 from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
+from moto.moto_api._internal import mock_random
 from moto.s3.models import FakeBucket
 
 from traingrid_local.emulator.patching import PATCHES, original_function
+
+_UPPER = string.ascii_uppercase + string.digits
+_MIXED = string.ascii_letters + string.digits
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How CloudFormation names a resource of one type that its template leaves unnamed."""
+
+    prop: str  # the property that names it when given
+    limit: int  # the longest name the service takes
+    stack_prefix: bool = True  # ``<stack>-<LogicalId>-…``, else ``<LogicalId>-…``
+    suffix: int = 12
+    alphabet: str = _UPPER
+    lower: bool = False
+
+    def generate(self, stack: str, logical_id: str) -> str:
+        suffix = "".join(mock_random.choice(self.alphabet) for _ in range(self.suffix))
+        room = self.limit - len(suffix) - 1  # for the parts before "-<suffix>"
+        if self.stack_prefix:
+            room -= 1
+            # Both parts are cut when they do not fit: the stack's name to half the room
+            # first, then the logical id.
+            stack = stack[:max(room - len(logical_id), room // 2)]
+            name = f"{stack}-{logical_id[:room - len(stack)]}-{suffix}"
+        else:
+            name = f"{logical_id[:room]}-{suffix}"
+        return name.lower() if self.lower else name
+
+
+# The types TrainGrid's templates create, as CloudFormation names them (seen in deployed
+# stacks: ``sam-app-HelloWorldFunction-yQDNe17r9maD``, ``sam-app-HelloWorldFunctionRole-
+# URQ6NEJVAE9X``, ``StateMachine-KcY9t10Lo2vV``, ``JobQueue-rivR3vgrh6ipJHfa``).
+NAMING = {
+    "AWS::StepFunctions::StateMachine": Naming("StateMachineName", 80, stack_prefix=False,
+                                               alphabet=_MIXED),
+    "AWS::Lambda::Function": Naming("FunctionName", 64, alphabet=_MIXED),
+    "AWS::Lambda::LayerVersion": Naming("LayerName", 140, alphabet=_MIXED),
+    "AWS::IAM::Role": Naming("RoleName", 64),
+    "AWS::IAM::InstanceProfile": Naming("InstanceProfileName", 128),
+    "AWS::Events::Rule": Naming("Name", 64),
+    "AWS::SQS::Queue": Naming("QueueName", 80, alphabet=_MIXED),
+    "AWS::DynamoDB::Table": Naming("TableName", 255),
+    "AWS::S3::Bucket": Naming("BucketName", 63, lower=True),
+    "AWS::Batch::ComputeEnvironment": Naming("ComputeEnvironmentName", 128, stack_prefix=False,
+                                             suffix=16, alphabet=_MIXED),
+    "AWS::Batch::JobQueue": Naming("JobQueueName", 128, stack_prefix=False, suffix=16,
+                                   alphabet=_MIXED),
+    "AWS::Batch::JobDefinition": Naming("JobDefinitionName", 128, stack_prefix=False,
+                                        suffix=16, alphabet=_MIXED),
+}
+
+
+def _named(previous: Callable[..., Any]) -> Callable[..., Any]:
+    def parse_resource_and_generate_name(logical_id: str, resource_json: dict[str, Any],
+                                         resources_map: ResourceMap) -> Any:
+        parsed = previous(logical_id, resource_json, resources_map)
+        naming = NAMING.get(resource_json.get("Type", ""))
+        if parsed is None or naming is None:
+            return parsed
+        resource_class, cleaned, _moto_name = parsed
+        given = cleaned.get("Properties", {}).get(naming.prop)
+        name = given if given is not None else naming.generate(
+            resources_map["AWS::StackName"], logical_id)
+        return resource_class, cleaned, name
+
+    return parse_resource_and_generate_name
 
 
 def _function_create(previous: Any) -> classmethod[Any, ..., Any]:
@@ -135,6 +212,7 @@ def _load_parameters(previous: Callable[..., None]) -> Callable[..., None]:
 
 
 def apply() -> None:
+    PATCHES.wrap(parsing, "parse_resource_and_generate_name", _named)
     PATCHES.wrap(LambdaFunction, "create_from_cloudformation_json", _function_create)
     PATCHES.add(LayerVersion, "physical_resource_id", property(lambda self: self.arn))
     PATCHES.wrap(FakeBucket, "create_from_cloudformation_json", _bucket_create)

@@ -17,6 +17,7 @@ from traingrid_node.launch import (
     render_hostfile,
     write_hostfile,
 )
+from traingrid_node.network import NodeNetwork
 from traingrid_node.outputs import archive_outputs
 from traingrid_node.rendezvous import (
     Member,
@@ -39,6 +40,9 @@ BASE_ENV = {
     "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
     "TRAINGRID_TRAIN_COMMAND": "python train.py",
 }
+
+
+ETH0 = NodeNetwork("10.0.0.6", "eth0")
 
 
 def worker_env(**overrides: str) -> dict[str, str]:
@@ -85,7 +89,8 @@ def test_mpirun_command_matches_reference_flags() -> None:
     command = build_mpirun_command(
         hostfile="/tmp/hostfile",
         num_processes=16,
-        nccl_socket_ifname="^lo,docker0",
+        interface="eth0",
+        ssh_config="/run/traingrid/ssh/ssh_config",
         extra_mpi_params=shlex.split(REFERENCE_EXTRA_MPI_PARAMS),
         train_command=["python3", "train.py", "--epochs", "90"],
     )
@@ -112,8 +117,16 @@ def test_mpirun_command_matches_reference_flags() -> None:
         "--mca",
         "btl_tcp_if_include",
         "eth0",
+        "--mca",
+        "oob_tcp_if_include",
+        "eth0",
+        "--mca",
+        "plm_rsh_agent",
+        "ssh -F /run/traingrid/ssh/ssh_config",
         "-x",
-        "NCCL_SOCKET_IFNAME=^lo,docker0",
+        "NCCL_SOCKET_IFNAME=eth0",
+        "-x",
+        "GLOO_SOCKET_IFNAME=eth0",
         "-x",
         "LD_LIBRARY_PATH",
         "-x",
@@ -135,11 +148,13 @@ def test_mpirun_command_matches_reference_flags() -> None:
 
 def test_launch_command_from_env_defaults_np_to_total_slots() -> None:
     cfg = parse_config(
-        {**BASE_ENV, "EXTRA_MPI_PARAMS": REFERENCE_EXTRA_MPI_PARAMS, "NCCL_SOCKET_IFNAME": "eth0"}
+        {**BASE_ENV, "EXTRA_MPI_PARAMS": REFERENCE_EXTRA_MPI_PARAMS, "NCCL_SOCKET_IFNAME": "ens5"}
     )
-    command = launch_command(cfg, node_rank=0, main_address="10.0.0.4", slots=8, total_slots=32)
+    command = launch_command(cfg, node_rank=0, main_address="10.0.0.4", network=ETH0, slots=8,
+                             total_slots=32)
     assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
-    assert "NCCL_SOCKET_IFNAME=eth0" in command
+    # The job's own NCCL_SOCKET_IFNAME wins; Gloo and Open MPI get the node's interface.
+    assert "NCCL_SOCKET_IFNAME=ens5" in command and "GLOO_SOCKET_IFNAME=eth0" in command
     assert command[-8:] == [
         *shlex.split(REFERENCE_EXTRA_MPI_PARAMS)[-6:],
         "python",
@@ -149,9 +164,10 @@ def test_launch_command_from_env_defaults_np_to_total_slots() -> None:
 
 def test_mpi_gpus_overrides_process_count() -> None:
     cfg = parse_config({**BASE_ENV, "MPI_GPUS": "6"})
-    command = launch_command(cfg, node_rank=0, main_address="h", slots=8, total_slots=32)
+    command = launch_command(cfg, node_rank=0, main_address="h", network=ETH0, slots=8,
+                             total_slots=32)
     assert command[2:4] == ["-np", "6"]
-    assert "NCCL_SOCKET_IFNAME=^lo,docker0" in command
+    assert "NCCL_SOCKET_IFNAME=eth0" in command
 
 
 def test_container_args_take_precedence_over_train_command_env() -> None:
@@ -165,6 +181,7 @@ def test_torchrun_command_is_elastic_with_a_c10d_rendezvous_on_the_main_node() -
         max_nodes=4,
         nproc_per_node=8,
         main_address="10.0.0.4",
+        local_address="10.0.0.6",
         port=29500,
         run_id="run-1",
         is_main=False,
@@ -178,6 +195,7 @@ def test_torchrun_command_is_elastic_with_a_c10d_rendezvous_on_the_main_node() -
         "--max-restarts=3",
         "--rdzv-backend=c10d",
         "--rdzv-endpoint=10.0.0.4:29500",
+        "--local-addr=10.0.0.6",
         "--rdzv-id=run-1",
         "--rdzv-conf=is_host=false",
         "train.py",
@@ -192,6 +210,7 @@ def test_torchrun_command_runs_other_programs_without_python() -> None:
         max_nodes=2,
         nproc_per_node=1,
         main_address="10.0.0.4",
+        local_address="10.0.0.4",
         port=1234,
         run_id="r",
         is_main=True,
@@ -206,14 +225,16 @@ def test_torchrun_launch_command_uses_node_slots_and_the_runs_elastic_range() ->
     cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun", TRAINGRID_MIN_NODES="2",
                                   TRAINGRID_RUN="run-7"))
     assert cfg.runs_launcher
-    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
-    assert command[:8] == [
+    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", network=ETH0, slots=4,
+                             total_slots=4)
+    assert command[:9] == [
         "torchrun",
         "--nnodes=2:4",
         "--nproc-per-node=4",
         "--max-restarts=3",
         "--rdzv-backend=c10d",
         "--rdzv-endpoint=10.0.0.4:29500",
+        "--local-addr=10.0.0.6",
         "--rdzv-id=run-7",
         "--rdzv-conf=is_host=false",
     ]
@@ -221,7 +242,8 @@ def test_torchrun_launch_command_uses_node_slots_and_the_runs_elastic_range() ->
 
 def test_without_min_nodes_torchrun_waits_for_every_node() -> None:
     cfg = parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun"))
-    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", slots=4, total_slots=4)
+    command = launch_command(cfg, node_rank=3, main_address="10.0.0.4", network=ETH0, slots=4,
+                             total_slots=4)
     assert command[1] == "--nnodes=4:4"
 
 
@@ -233,7 +255,8 @@ def test_min_nodes_outside_the_jobs_nodes_is_a_configuration_error(value: str) -
 
 def test_launch_command_override_replaces_launcher() -> None:
     cfg = parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": 'sh -c "exit 3"'})
-    command = launch_command(cfg, node_rank=0, main_address="h", slots=1, total_slots=1)
+    command = launch_command(cfg, node_rank=0, main_address="h", network=ETH0, slots=1,
+                             total_slots=1)
     assert command == ["sh", "-c", "exit 3"]
 
 
@@ -399,6 +422,10 @@ def test_registration_round_trip() -> None:
     main_cfg = parse_config(BASE_ENV)
     member = parse_registration(decode_message(line), main_cfg, {2}, "10.9.9.9")
     assert member == Member(1, "10.0.0.5", 8)
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBzX4Zm9JxGgBq3s5Jx2cWmJzQp8Tq0m4oR1dF2hF3kL"
+    line = encode_message(registration_message(cfg, "10.0.0.5", 8, "eth0", key))
+    member = parse_registration(decode_message(line), main_cfg, {2}, "10.9.9.9")
+    assert member == Member(1, "10.0.0.5", 8, "eth0", key)
 
 
 @pytest.mark.parametrize(
@@ -413,13 +440,19 @@ def test_registration_round_trip() -> None:
         ({"node_index": "1"}, "'node_index' must be an integer"),
         ({"slots": 0}, "registered 0 slots"),
         ({"address": "10.0.0.5 x"}, "invalid address"),
+        ({"interface": "eth0 x"}, "invalid interface"),
+        # Nothing but a key goes into the main node's known_hosts...
+        ({"host_key": "ssh-ed25519 AAAA\n10.0.0.9 ssh-ed25519 AAAB"}, "invalid host_key"),
+        ({"host_key": "@cert-authority * ssh-ed25519 AAAA"}, "unusable ssh host key"),
+        # ...and only for an IPv4 address.
+        ({"host_key": "ssh-ed25519 AAAA", "address": "*"}, "unusable ssh host key"),
     ],
 )
 def test_registration_is_validated(change: dict, message: str) -> None:
     main_cfg = parse_config(BASE_ENV)
     registration = {
         "type": "register",
-        "protocol": 1,
+        "protocol": 2,
         "node_index": 1,
         "num_nodes": 4,
         "address": "10.0.0.5",
@@ -432,7 +465,7 @@ def test_registration_is_validated(change: dict, message: str) -> None:
 
 def test_registration_without_address_uses_peer_address() -> None:
     main_cfg = parse_config(BASE_ENV)
-    message = {"type": "register", "protocol": 1, "node_index": 3, "num_nodes": 4, "slots": 1}
+    message = {"type": "register", "protocol": 2, "node_index": 3, "num_nodes": 4, "slots": 1}
     member = parse_registration(message, main_cfg, set(), "10.0.0.7")
     assert member.address == "10.0.0.7"
 
@@ -449,12 +482,12 @@ def test_exit_status_uses_128_plus_signal(returncode: int, status: int) -> None:
     assert exit_status(returncode) == status
 
 
-def test_sshd_only_for_multi_node_mpirun() -> None:
-    assert sshd_wanted(parse_config(BASE_ENV))
-    assert not sshd_wanted(parse_config({**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1"}))
-    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_LAUNCHER": "torchrun"}))
-    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_LAUNCH_COMMAND": "true"}))
-    assert not sshd_wanted(parse_config({**BASE_ENV, "TRAINGRID_START_SSHD": "0"}))
+def test_sshd_only_on_the_workers_of_multi_node_mpirun() -> None:
+    assert sshd_wanted(parse_config(worker_env()))
+    assert not sshd_wanted(parse_config(BASE_ENV))  # the main node only makes connections
+    assert not sshd_wanted(parse_config(worker_env(TRAINGRID_LAUNCHER="torchrun")))
+    assert not sshd_wanted(parse_config(worker_env(TRAINGRID_LAUNCH_COMMAND="true")))
+    assert not sshd_wanted(parse_config(worker_env(TRAINGRID_START_SSHD="0")))
     single = {**BASE_ENV, "AWS_BATCH_JOB_NUM_NODES": "1", "TRAINGRID_START_SSHD": "1"}
     assert sshd_wanted(parse_config(single))
 
@@ -471,7 +504,7 @@ def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_a
     from traingrid_node import metrics, status
 
     assert set(attempts.INFRASTRUCTURE_EXIT_CODES) == {
-        status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST}
+        status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST, status.EXIT_FABRIC}
     assert attempts.CHECKPOINT_DIR == metrics.CHECKPOINT_DIR
     assert attempts.CHECKPOINT_NAME.pattern == metrics.CHECKPOINT_NAME.pattern
 

@@ -41,7 +41,7 @@ def planned_job(**fields):
      FailureKind.INFRASTRUCTURE),
     (CODE, FailureKind.TRAINING),
     ({**CODE, "exit_code": 3}, FailureKind.TRAINING),  # mpirun passing on a rank's exit
-    ({**CODE, "exit_code": 70}, FailureKind.TRAINING),  # EFA missing: the setup, every time
+    ({**CODE, "exit_code": 70}, FailureKind.INFRASTRUCTURE),  # the host lacked EFA devices
     ({**LOST, "error": "TrainingTimedOut"}, FailureKind.LIMIT),
 ])
 def test_failures_are_told_apart_by_exit_code_and_batch_reason(job, kind):

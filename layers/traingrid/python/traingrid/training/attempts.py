@@ -7,10 +7,10 @@ A run may make up to ``max_attempts`` Batch jobs on the same file system:
   scales the learning rate with the smaller global batch (linear scaling rule).
 - **Infrastructure** (the host went away — instance terminated, Spot reclaimed — so the
   container ended with no exit code, or a node's entrypoint failed to mount the file system,
-  meet the other nodes or stay in touch with the main node): the same nodes again. The
-  trainer resumes from the newest checkpoint on the file system; the attempt records the
-  newest that had reached S3 (the trainer archives each as it writes it), which is that one
-  unless a newer one was still being archived.
+  meet the other nodes, stay in touch with the main node or see its EFA devices): the same
+  nodes again. The trainer resumes from the newest checkpoint on the file system; the attempt
+  records the newest that had reached S3 (the trainer archives each as it writes it), which is
+  that one unless a newer one was still being archived.
 - **The training code** (any other non-zero exit, which mpirun passes on from the trainer), or
   the training limit: no retry, the same code would fail the same way.
 
@@ -36,6 +36,9 @@ INFRASTRUCTURE_EXIT_CODES = {
     65: "the node could not mount the FSx file system",
     66: "the nodes could not meet (rendezvous timed out)",
     67: "a worker lost the main node",
+    # The instance type has EFA but the container saw fewer devices (a host without the EFA
+    # driver, or an interface that did not attach): another attempt may get a host that has them.
+    70: "the node's EFA devices were missing",
 }
 HOST_GONE = "Host EC2"  # Batch's statusReason when a node's instance went away
 

@@ -178,3 +178,64 @@ def fake_dev16(tmp_path: Path) -> Path:
         (dev / name).touch()
     (dev / "nvidia-caps").mkdir()
     return dev
+
+
+# --- network namespaces (root only): a node's interfaces and a real sshd, in isolation -------
+
+IP = "/usr/sbin/ip"
+
+
+def _can_make_namespaces() -> bool:
+    return os.geteuid() == 0 and Path(IP).exists()
+
+
+needs_netns = pytest.mark.skipif(
+    not _can_make_namespaces(), reason="network namespaces need root and iproute2")
+
+
+@dataclass
+class Netns:
+    """A network namespace of this test's own; ``run`` runs a command inside it."""
+
+    name: str
+
+    def ip(self, *args: str) -> None:
+        subprocess.run([IP, "-n", self.name, *args], check=True, capture_output=True)
+
+    def prefix(self) -> list[str]:
+        return [IP, "netns", "exec", self.name]
+
+    def run(self, *command: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.prefix(), *command], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def remove(self) -> None:
+        """Stop whatever still runs inside (a daemonized sshd), then the namespace."""
+        pids = subprocess.run([IP, "netns", "pids", self.name], capture_output=True,
+                              text=True, check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
+        subprocess.run([IP, "netns", "del", self.name], capture_output=True, check=False)
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    """A namespace laid out like an AWS Batch multi-node container: ``eth0`` with the node's
+    address 10.77.0.11/24 (and .10, .12 standing for other hosts), and ``ecs-eth0`` with a
+    169.254.172.x link-local address."""
+    namespace = Netns(f"tg-test-{os.getpid()}")
+    subprocess.run([IP, "netns", "add", namespace.name], check=True, capture_output=True)
+    try:
+        namespace.ip("link", "set", "lo", "up")
+        for device, addresses in (("eth0", ["10.77.0.11/24", "10.77.0.10/24", "10.77.0.12/24"]),
+                                  ("ecs-eth0", ["169.254.172.2/22"])):
+            # A veth pair whose other end stays here, unaddressed (no dummy devices needed).
+            namespace.ip("link", "add", device, "type", "veth", "peer", "name", f"{device}-peer")
+            for address in addresses:
+                namespace.ip("addr", "add", address, "dev", device)
+            namespace.ip("link", "set", f"{device}-peer", "up")
+            namespace.ip("link", "set", device, "up")
+        yield namespace
+    finally:
+        namespace.remove()

@@ -301,6 +301,7 @@ def test_torchrun_runs_on_every_node(cluster, tmp_path: Path, fake_bin) -> None:
             "--max-restarts=3",
             "--rdzv-backend=c10d",
             "--rdzv-endpoint=127.0.0.1:29500",
+            "--local-addr=127.0.0.1",
             "--rdzv-id=run-1",
             f"--rdzv-conf=is_host={'true' if rank == 0 else 'false'}",
             "train.py",
@@ -383,9 +384,14 @@ def test_sshd_started_when_required(cluster, tmp_path: Path, fake_bin) -> None:
         "TRAINGRID_START_SSHD": "1",
         "TRAINGRID_SSHD_COMMAND": f"{bin_dir / 'fake-sshd'} -p 2222",
         "TRAINGRID_LAUNCH_COMMAND": "true",
+        "TRAINGRID_SSH_DIR": str(tmp_path / "ssh"),
     }
     assert cluster.run(0, 1, env).returncode == 0
-    assert json.loads((tmp_path / "fake-sshd-x.json").read_text())["argv"] == ["-p", "2222"]
+    argv = json.loads((tmp_path / "fake-sshd-x.json").read_text())["argv"]
+    # The job's options, then the configuration the node wrote: its own address, keys only.
+    assert argv[:3] == ["-p", "2222", "-f"]
+    config = Path(argv[3]).read_text()
+    assert "ListenAddress 127.0.0.1\n" in config and "PasswordAuthentication no\n" in config
 
     failing = cluster.run(0, 1, {**env, "RECORD_EXIT": "1"})
     assert failing.returncode == EXIT_SSHD

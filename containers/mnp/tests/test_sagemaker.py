@@ -57,7 +57,7 @@ def test_sagemakers_mpirun_runs_the_entry_point_with_the_jobs_hyperparameters(
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("localhost slots=2\n")
     command = build_mpirun_command(
-        hostfile=hostfile, num_processes=2, nccl_socket_ifname="lo", interface="lo",
+        hostfile=hostfile, num_processes=2, interface="lo",
         forwarded=["PYTHONPATH", "SM_MODEL_DIR", "SM_CHANNEL_TRAIN", "SM_HOSTS", "MASTER_ADDR"],
         extra_mpi_params=LOCAL,
         train_command=[sys.executable, str(ENTRY_POINT), *hyperparameters, *TINY,

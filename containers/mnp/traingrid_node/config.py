@@ -21,8 +21,6 @@ LAUNCHERS = (MPIRUN, TORCHRUN)
 DEFAULT_RENDEZVOUS_PORT = 29400
 DEFAULT_RENDEZVOUS_TIMEOUT = 600.0
 DEFAULT_BIND_ADDRESS = "0.0.0.0"
-DEFAULT_NCCL_SOCKET_IFNAME = "^lo,docker0"
-DEFAULT_INTERFACE = "eth0"  # the node's network interface, for MPI's TCP traffic
 # What every rank reads from the job's environment (the trainer's defaults, where to meet)...
 FORWARDED_VARIABLES = ("JOB_DIR", "OUTPUT_DIR", "SCRATCH_DIR", "EPOCHS", "BATCH_SIZE",
                        "WARMUP_EPOCHS", "LR_DECAY_MODE", "TRAINGRID_RUN",
@@ -36,6 +34,10 @@ DEFAULT_TORCHRUN_PORT = 29500
 DEFAULT_MAX_RESTARTS = 3  # elastic torchrun: restarts of the workers after a node fails
 DEFAULT_KILL_GRACE = 20.0
 DEFAULT_SSHD_COMMAND = "/usr/sbin/sshd"
+# The job's ssh keys, host key and configuration, made at start: private to the container.
+DEFAULT_SSH_DIR = "/run/traingrid/ssh"
+DEFAULT_SSH_PORT = 22
+SSH_READY_TIMEOUT = 60.0  # how long the main node waits for workers to authorize the job's key
 DEFAULT_NVIDIA_SMI = "nvidia-smi"
 DEFAULT_DEV_DIR = "/dev"
 DEFAULT_EXPORT_TIMEOUT = 900.0
@@ -44,7 +46,7 @@ EXPORT_BATCH = 200  # files per lfs command line
 # The output index the archive check reads (traingrid.training.archive.OUTPUT_INDEX, tested).
 OUTPUT_INDEX = "outputs.json"
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_MESSAGE_BYTES = 64 * 1024
 POLL_INTERVAL = 0.2  # seconds between checks for signals / deadlines while waiting
 SEND_TIMEOUT = 5.0
@@ -105,8 +107,10 @@ class NodeConfig:
     train_command: tuple[str, ...] = ()
     extra_mpi_params: tuple[str, ...] = ()
     mpi_gpus: int | None = None
-    nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME
-    interface: str = DEFAULT_INTERFACE
+    # None: the interface that holds the node's address (traingrid_node.network).
+    interface: str | None = None
+    nccl_socket_ifname: str | None = None  # the job's own NCCL_SOCKET_IFNAME wins
+    gloo_socket_ifname: str | None = None  # the job's own GLOO_SOCKET_IFNAME wins
     efa_devices: int = 0  # EFA interfaces of the instance type (0: TCP only)
     efa_rdma: bool = False
     hostfile: Path = Path(DEFAULT_HOSTFILE)
@@ -117,6 +121,8 @@ class NodeConfig:
     kill_grace: float = DEFAULT_KILL_GRACE
     sshd_mode: str = "auto"
     sshd_command: tuple[str, ...] = (DEFAULT_SSHD_COMMAND,)
+    ssh_dir: Path = Path(DEFAULT_SSH_DIR)
+    ssh_port: int = DEFAULT_SSH_PORT
     fsx: FsxConfig | None = None
     archive: ArchiveConfig | None = None
     export: ExportConfig | None = None
@@ -247,8 +253,9 @@ def _parse_launch(env: Mapping[str, str], argv: Sequence[str]) -> dict[str, Any]
         "train_command": tuple(argv) or _env_command(env, "TRAINGRID_TRAIN_COMMAND"),
         "extra_mpi_params": _env_command(env, "EXTRA_MPI_PARAMS"),
         "mpi_gpus": parse_int("MPI_GPUS", raw_mpi_gpus, 1) if raw_mpi_gpus else None,
-        "nccl_socket_ifname": _get(env, "NCCL_SOCKET_IFNAME") or DEFAULT_NCCL_SOCKET_IFNAME,
-        "interface": _get(env, "TRAINGRID_INTERFACE") or DEFAULT_INTERFACE,
+        "interface": _get(env, "TRAINGRID_INTERFACE") or None,
+        "nccl_socket_ifname": _get(env, "NCCL_SOCKET_IFNAME") or None,
+        "gloo_socket_ifname": _get(env, "GLOO_SOCKET_IFNAME") or None,
         "efa_devices": _env_int(env, "TRAINGRID_EFA_DEVICES", 0, 0, 64),
         "efa_rdma": _get(env, "TRAINGRID_EFA_RDMA") == "1",
         "hostfile": Path(_get(env, "TRAINGRID_HOSTFILE") or DEFAULT_HOSTFILE),
@@ -258,6 +265,8 @@ def _parse_launch(env: Mapping[str, str], argv: Sequence[str]) -> dict[str, Any]
         "kill_grace": _env_seconds(env, "TRAINGRID_KILL_GRACE", DEFAULT_KILL_GRACE),
         "sshd_mode": _env_mode(env, "TRAINGRID_START_SSHD"),
         "sshd_command": _env_command(env, "TRAINGRID_SSHD_COMMAND") or (DEFAULT_SSHD_COMMAND,),
+        "ssh_dir": Path(_get(env, "TRAINGRID_SSH_DIR") or DEFAULT_SSH_DIR),
+        "ssh_port": _env_int(env, "TRAINGRID_SSH_PORT", DEFAULT_SSH_PORT, 1, 65535),
     }
 
 

@@ -1,15 +1,18 @@
 """What a node sets up on its host before training: the FSx for Lustre mount, sshd, and
-its own address."""
+what it has of shared memory."""
 
 from __future__ import annotations
 
+import os
 import shlex
-import shutil
-import socket
 import subprocess
+from pathlib import Path
 
 from traingrid_node.config import MOUNT_TIMEOUT, MPIRUN, FsxConfig, NodeConfig
-from traingrid_node.status import MountError, SshdError, log
+from traingrid_node.ssh import sshd_installed, start_sshd
+from traingrid_node.status import MountError, log
+
+SHARED_MEMORY = Path("/dev/shm")
 
 
 def build_mount_command(fsx: FsxConfig) -> list[str]:
@@ -52,42 +55,29 @@ def mount_fsx(fsx: FsxConfig | None) -> None:
 
 
 def sshd_wanted(cfg: NodeConfig) -> bool:
-    """auto: mpirun over more than one node needs sshd on every node (not with a custom
-    TRAINGRID_LAUNCH_COMMAND)."""
+    """auto: the workers of an mpirun job over more than one node (not with a custom
+    TRAINGRID_LAUNCH_COMMAND), where the main node's mpirun starts their ranks through ssh."""
     if cfg.sshd_mode != "auto":
         return cfg.sshd_mode == "on"
-    return cfg.launcher == MPIRUN and cfg.num_nodes > 1 and not cfg.launch_command
+    return (cfg.launcher == MPIRUN and cfg.num_nodes > 1 and not cfg.launch_command
+            and not cfg.is_main)
 
 
-def start_sshd(cfg: NodeConfig) -> None:
+def start_sshd_if_wanted(cfg: NodeConfig, address: str) -> str | None:
+    """Start sshd on ``address`` when the job needs it; its host key, or None."""
     if not sshd_wanted(cfg):
-        return
-    command = list(cfg.sshd_command)
-    if cfg.sshd_mode == "auto" and shutil.which(command[0]) is None:
-        log(f"{command[0]} not found; not starting sshd (set TRAINGRID_START_SSHD=1 to require it)")
-        return
+        return None
+    if cfg.sshd_mode == "auto" and not sshd_installed(cfg.sshd_command):
+        log(f"{cfg.sshd_command[0]} not found; not starting sshd (set TRAINGRID_START_SSHD=1 to "
+            "require it)")
+        return None
+    return start_sshd(cfg.sshd_command, cfg.ssh_dir, address, cfg.ssh_port)
+
+
+def shared_memory_mib(path: Path = SHARED_MEMORY) -> int | None:
+    """The size of /dev/shm, where PyTorch's data loader workers hand batches over."""
     try:
-        result = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SshdError(f"cannot run {shlex.join(command)}: {exc}") from None
-    if result.returncode != 0:
-        detail = _last_line(result.stderr)
-        raise SshdError(f"{shlex.join(command)} exited {result.returncode}: {detail}")
-    log(f"started sshd: {shlex.join(command)}")
-
-
-
-
-def detect_local_address() -> str:
-    try:
-        return socket.gethostbyname(socket.gethostname())
+        stats = os.statvfs(path)
     except OSError:
-        return "127.0.0.1"
+        return None
+    return stats.f_blocks * stats.f_frsize // (1024 * 1024)

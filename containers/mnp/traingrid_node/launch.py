@@ -12,8 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from traingrid_node.config import (
-    DEFAULT_INTERFACE,
-    DEFAULT_NCCL_SOCKET_IFNAME,
     FORWARDED_PREFIXES,
     FORWARDED_VARIABLES,
     POLL_INTERVAL,
@@ -21,6 +19,7 @@ from traingrid_node.config import (
     NodeConfig,
 )
 from traingrid_node.fabric import fabric_environment
+from traingrid_node.network import NodeNetwork
 from traingrid_node.rendezvous import Member
 from traingrid_node.signals import SignalForwarder
 from traingrid_node.status import (
@@ -30,6 +29,9 @@ from traingrid_node.status import (
     log,
     signal_name,
 )
+
+# The variables that tell NCCL and Gloo which interface to use (the node sets both).
+SOCKET_INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
 
 def order_members(members: Collection[Member], main_index: int) -> list[Member]:
@@ -41,13 +43,36 @@ def render_hostfile(members: Collection[Member], main_index: int) -> str:
     return "".join(f"{m.address} slots={m.slots}\n" for m in order_members(members, main_index))
 
 
+# MCA parameters the node sets, and those that would conflict with each one: Open MPI refuses
+# a parameter named twice on its command line, and an include list beside an exclude list.
+NODE_MCA_PARAMETERS = {
+    "plm_rsh_agent": ("plm_rsh_agent",),
+    "btl_tcp_if_include": ("btl_tcp_if_include", "btl_tcp_if_exclude"),
+    "oob_tcp_if_include": ("oob_tcp_if_include", "oob_tcp_if_exclude"),
+}
+MCA_OPTIONS = ("--mca", "-mca", "--gmca", "-gmca")
+
+
+def mca_parameters_named(arguments: Sequence[str]) -> set[str]:
+    """The MCA parameters set in an mpirun argument list (``--mca NAME VALUE``)."""
+    return {arguments[i + 1] for i, arg in enumerate(arguments[:-1]) if arg in MCA_OPTIONS}
+
+
+def ssh_agent(ssh_config: Path | str) -> str:
+    """How mpirun starts its daemons on the other nodes: ssh with the job's own client
+    configuration (its key, the workers' host keys), not the user's."""
+    return f"ssh -F {ssh_config}"
+
+
 def build_mpirun_command(
     *,
     hostfile: Path | str,
     num_processes: int,
     train_command: Sequence[str],
-    nccl_socket_ifname: str = DEFAULT_NCCL_SOCKET_IFNAME,
-    interface: str = DEFAULT_INTERFACE,
+    interface: str,
+    nccl_socket_ifname: str | None = None,
+    gloo_socket_ifname: str | None = None,
+    ssh_config: Path | str | None = None,
     forwarded: Sequence[str] = (),
     extra_mpi_params: Sequence[str] = (),
 ) -> list[str]:
@@ -55,12 +80,25 @@ def build_mpirun_command(
 
     Options are spelled with two dashes (``--bind-to``, ``--mca``), which Open MPI 4.1 takes
     and 5.x requires (5.x refuses the seed's ``-bind-to socket``). The main node starts every
-    node's daemon itself (``plm_rsh_no_tree_spawn``: the workers cannot ssh to each other
-    before they have joined), and MPI's own TCP traffic stays on ``interface``. ``forwarded``
+    node's daemon itself (``plm_rsh_no_tree_spawn``: only it holds the job's ssh key), through
+    ssh with the job's configuration (``ssh_config``). Every channel stays on ``interface``, the
+    one that holds the node's address: MPI's messages (``btl_tcp``), its daemons' own traffic
+    (``oob_tcp``), NCCL's and Gloo's sockets (unless the job names its own). ``forwarded``
     names variables of this node's environment that every rank needs (``-x NAME``: ranks on
     other nodes are started through ssh, which does not carry the job's environment).
+    ``extra_mpi_params`` that set one of these MCA parameters replace the node's.
     """
     forward = [arg for name in forwarded for arg in ("-x", name)]
+    named = mca_parameters_named(extra_mpi_params)
+    wanted = {"btl_tcp_if_include": interface, "oob_tcp_if_include": interface}
+    if ssh_config is not None:
+        wanted["plm_rsh_agent"] = ssh_agent(ssh_config)
+    mca = [
+        arg
+        for name, value in wanted.items()
+        if named.isdisjoint(NODE_MCA_PARAMETERS[name])
+        for arg in ("--mca", name, value)
+    ]
     return [
         "mpirun",
         "--allow-run-as-root",
@@ -81,11 +119,11 @@ def build_mpirun_command(
         "--mca",
         "btl",
         "^openib",
-        "--mca",
-        "btl_tcp_if_include",
-        interface,
+        *mca,
         "-x",
-        f"NCCL_SOCKET_IFNAME={nccl_socket_ifname}",
+        f"NCCL_SOCKET_IFNAME={nccl_socket_ifname or interface}",
+        "-x",
+        f"GLOO_SOCKET_IFNAME={gloo_socket_ifname or interface}",
         "-x",
         "LD_LIBRARY_PATH",
         "-x",
@@ -98,10 +136,11 @@ def build_mpirun_command(
 
 def forwarded_variables(env: Mapping[str, str]) -> list[str]:
     """The job's variables the ranks read, and the fabric's (``FI_*``, ``NCCL_*``), as set
-    on this node; ``NCCL_SOCKET_IFNAME`` is passed with its value already."""
+    on this node; ``NCCL_SOCKET_IFNAME`` and ``GLOO_SOCKET_IFNAME`` are passed with their
+    values already."""
     names = [name for name in FORWARDED_VARIABLES if name in env]
     fabric = sorted(name for name in env if name.startswith(FORWARDED_PREFIXES)
-                    and name != "NCCL_SOCKET_IFNAME")
+                    and name not in SOCKET_INTERFACE_VARIABLES)
     return names + fabric
 
 
@@ -111,6 +150,7 @@ def build_torchrun_command(
     max_nodes: int,
     nproc_per_node: int,
     main_address: str,
+    local_address: str,
     port: int,
     run_id: str,
     is_main: bool,
@@ -123,7 +163,9 @@ def build_torchrun_command(
     again with the nodes that are left (at least ``min_nodes``) or that came back, and restart
     the workers from their last checkpoint, up to ``max_restarts`` times. Ranks are given out by
     the rendezvous, not by node index. The main node hosts the rendezvous store
-    (``is_host``), so it does not depend on hostnames resolving inside containers.
+    (``is_host``), so it does not depend on hostnames resolving inside containers; each agent
+    gives the others its node's own address (``--local-addr``), not whatever its host name
+    resolves to.
 
     A command whose first word is a ``.py`` script is handed to torchrun as is (torchrun runs it
     with Python); anything else (``python -u train.py``, a shell script...) runs with
@@ -136,6 +178,7 @@ def build_torchrun_command(
         f"--max-restarts={max_restarts}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={main_address}:{port}",
+        f"--local-addr={local_address}",
         f"--rdzv-id={run_id}",
         f"--rdzv-conf=is_host={'true' if is_main else 'false'}",
     ]
@@ -203,13 +246,26 @@ def write_hostfile(path: Path, members: Collection[Member], main_index: int) -> 
 
 
 
-def launcher_env(cfg: NodeConfig, node_rank: int, main_address: str) -> dict[str, str]:
+def socket_interfaces(cfg: NodeConfig, network: NodeNetwork) -> dict[str, str]:
+    """NCCL's and Gloo's interface: the job's own setting, else the node's."""
+    return {
+        "NCCL_SOCKET_IFNAME": cfg.nccl_socket_ifname or network.interface,
+        "GLOO_SOCKET_IFNAME": cfg.gloo_socket_ifname or network.interface,
+    }
+
+
+def launcher_env(
+    cfg: NodeConfig, node_rank: int, main_address: str, network: NodeNetwork
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(fabric_environment(cfg, env))
+    env.update(socket_interfaces(cfg, network))
     env.update(
         TRAINGRID_NODE_RANK=str(node_rank),
         TRAINGRID_NUM_NODES=str(cfg.num_nodes),
         TRAINGRID_MAIN_ADDRESS=main_address,
+        TRAINGRID_NODE_ADDRESS=network.address,
+        TRAINGRID_INTERFACE=network.interface,
     )
     if cfg.is_main:
         env["TRAINGRID_HOSTFILE"] = str(cfg.hostfile)
@@ -217,7 +273,14 @@ def launcher_env(cfg: NodeConfig, node_rank: int, main_address: str) -> dict[str
 
 
 def launch_command(
-    cfg: NodeConfig, *, node_rank: int, main_address: str, slots: int, total_slots: int
+    cfg: NodeConfig,
+    *,
+    node_rank: int,
+    main_address: str,
+    network: NodeNetwork,
+    slots: int,
+    total_slots: int,
+    ssh_config: Path | None = None,
 ) -> list[str]:
     if cfg.launch_command:
         return list(cfg.launch_command)
@@ -227,6 +290,7 @@ def launch_command(
             max_nodes=cfg.num_nodes,
             nproc_per_node=slots,
             main_address=main_address,
+            local_address=network.address,
             port=cfg.torchrun_port,
             run_id=cfg.run_id,
             is_main=cfg.is_main,
@@ -236,12 +300,15 @@ def launch_command(
     num_processes = cfg.mpi_gpus or total_slots
     if num_processes > total_slots:
         log(f"MPI_GPUS={num_processes} exceeds the {total_slots} slot(s) in the host file")
+    interfaces = socket_interfaces(cfg, network)
     return build_mpirun_command(
         hostfile=cfg.hostfile,
         num_processes=num_processes,
         train_command=cfg.train_command,
-        nccl_socket_ifname=cfg.nccl_socket_ifname,
-        interface=cfg.interface,
-        forwarded=forwarded_variables(launcher_env(cfg, node_rank, main_address)),
+        interface=network.interface,
+        nccl_socket_ifname=interfaces["NCCL_SOCKET_IFNAME"],
+        gloo_socket_ifname=interfaces["GLOO_SOCKET_IFNAME"],
+        ssh_config=ssh_config,
+        forwarded=forwarded_variables(launcher_env(cfg, node_rank, main_address, network)),
         extra_mpi_params=cfg.extra_mpi_params,
     )

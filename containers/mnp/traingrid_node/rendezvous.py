@@ -4,6 +4,7 @@ over TCP, one JSON object per line, and wait for its start and final status."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import selectors
 import socket
@@ -21,6 +22,7 @@ from traingrid_node.config import (
     NodeConfig,
 )
 from traingrid_node.signals import SignalForwarder
+from traingrid_node.ssh import public_key
 from traingrid_node.status import (
     EXIT_RENDEZVOUS,
     MainLostError,
@@ -35,6 +37,8 @@ class Member:
     node_index: int
     address: str
     slots: int
+    interface: str | None = None  # the interface that holds ``address`` on that node
+    host_key: str | None = None  # its sshd's public host key (None: it runs no sshd)
 
 
 def timeout_message(timeout: float, missing: Sequence[int], num_nodes: int) -> str:
@@ -47,9 +51,10 @@ def timeout_message(timeout: float, missing: Sequence[int], num_nodes: int) -> s
 
 # --------------------------------------------------------------------------------------------
 # Rendezvous protocol: one JSON object per line
-#   worker -> main  {"type": "register", "protocol": 1, "node_index", "num_nodes", "address",
-#                    "slots"}
-#   main -> worker  {"type": "start", "node_rank", "num_nodes", "launcher"}
+#   worker -> main  {"type": "register", "protocol": 2, "node_index", "num_nodes", "address",
+#                    "slots", "interface", "host_key"}
+#   main -> worker  {"type": "start", "node_rank", "num_nodes", "launcher"[, "authorized_key"]}
+#   worker -> main  {"type": "ready"}   (the job's key is authorized; only after one was sent)
 #   main -> worker  {"type": "exit", "status", "reason"}   (final status, or a rejection)
 # --------------------------------------------------------------------------------------------
 
@@ -75,7 +80,10 @@ def _int_field(message: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def registration_message(cfg: NodeConfig, address: str, slots: int) -> dict[str, Any]:
+def registration_message(
+    cfg: NodeConfig, address: str, slots: int, interface: str | None = None,
+    host_key: str | None = None,
+) -> dict[str, Any]:
     return {
         "type": "register",
         "protocol": PROTOCOL_VERSION,
@@ -83,7 +91,16 @@ def registration_message(cfg: NodeConfig, address: str, slots: int) -> dict[str,
         "num_nodes": cfg.num_nodes,
         "address": address,
         "slots": slots,
+        "interface": interface,
+        "host_key": host_key,
     }
+
+
+def _optional_str(message: Mapping[str, Any], key: str, index: int) -> str | None:
+    value = message.get(key)
+    if value is not None and (not isinstance(value, str) or not value or not value.isprintable()):
+        raise ProtocolError(f"node {index} registered an invalid {key} {value!r}")
+    return value
 
 
 def parse_registration(
@@ -106,7 +123,26 @@ def parse_registration(
     address = message.get("address") or peer_address
     if not isinstance(address, str) or not address or any(c.isspace() for c in address):
         raise ProtocolError(f"node {index} registered an invalid address {address!r}")
-    return Member(index, address, slots)
+    return Member(index, address, slots, *_network_fields(message, index, address))
+
+
+def _network_fields(
+    message: Mapping[str, Any], index: int, address: str
+) -> tuple[str | None, str | None]:
+    """A registration's interface and ssh host key, checked."""
+    interface = _optional_str(message, "interface", index)
+    if interface is not None and any(c.isspace() for c in interface):
+        raise ProtocolError(f"node {index} registered an invalid interface {interface!r}")
+    host_key = _optional_str(message, "host_key", index)
+    if host_key is not None:
+        # It goes into the main node's known_hosts: a key for an IPv4 address, nothing else.
+        try:
+            ipaddress.IPv4Address(address)
+            host_key = public_key(host_key)
+        except ValueError as exc:
+            raise ProtocolError(
+                f"node {index} registered an unusable ssh host key: {exc}") from None
+    return interface, host_key
 
 
 def enable_keepalive(sock: socket.socket) -> None:
@@ -123,6 +159,7 @@ class _Peer:
     address: str
     buffer: bytearray = field(default_factory=bytearray)
     member: Member | None = None
+    ready: bool = False
 
 
 class RendezvousServer:
@@ -201,25 +238,36 @@ class RendezvousServer:
         if not chunk:
             self._drop(peer)
             return
-        if peer.member is not None:
-            return  # nothing is expected after the registration; ignore it
         peer.buffer += chunk
-        if b"\n" not in peer.buffer:
-            if len(peer.buffer) > MAX_MESSAGE_BYTES:
-                self._reject(peer, "registration message too long")
-            return
-        line = bytes(peer.buffer.split(b"\n", 1)[0])
+        while b"\n" in peer.buffer:
+            line, _, rest = bytes(peer.buffer).partition(b"\n")
+            peer.buffer = bytearray(rest)
+            if peer.member is None:
+                if not self._register(peer, line):
+                    return
+            else:
+                self._after_registration(peer, line)
+        if len(peer.buffer) > MAX_MESSAGE_BYTES:
+            self._reject(peer, "message too long")
+
+    def _after_registration(self, peer: _Peer, line: bytes) -> None:
+        """Only ``ready`` is expected after the registration; anything else is ignored."""
+        with contextlib.suppress(ProtocolError):
+            peer.ready = peer.ready or decode_message(line)["type"] == "ready"
+
+    def _register(self, peer: _Peer, line: bytes) -> bool:
         try:
             member = parse_registration(decode_message(line), self.cfg, self.joined, peer.address)
         except ProtocolError as exc:
             self._reject(peer, str(exc))
-            return
+            return False
         peer.member = member
         self.joined[member.node_index] = peer
         log(
             f"node {member.node_index} joined from {peer.address} as {member.address} with "
             f"{member.slots} slot(s) ({len(self.joined)}/{self.expected} workers)"
         )
+        return True
 
     def _reject(self, peer: _Peer, reason: str) -> None:
         log(f"rejected a registration from {peer.address}: {reason}")
@@ -264,15 +312,40 @@ class RendezvousServer:
                 continue
         return None
 
-    def send_start(self, ranks: Mapping[int, int]) -> None:
+    def send_start(self, ranks: Mapping[int, int], authorized_key: str | None = None) -> None:
+        """Start every worker; those with sshd also get the job's key to authorize."""
         for index, peer in sorted(self.joined.items()):
-            message = {
+            message: dict[str, Any] = {
                 "type": "start",
                 "node_rank": ranks[index],
                 "num_nodes": self.cfg.num_nodes,
                 "launcher": self.cfg.launcher,
             }
+            if authorized_key and peer.member is not None and peer.member.host_key:
+                message["authorized_key"] = authorized_key
             self._send(peer, message)
+
+    def wait_ready(self, indices: Collection[int], deadline: float,
+                   interrupts: SignalForwarder) -> None:
+        """Wait until the workers ``indices`` answered ``ready`` (their sshd lets the job's key
+        in); RendezvousError naming those that did not, or that left."""
+        while True:
+            interrupts.check()
+            gone = sorted(i for i in indices if i not in self.joined)
+            if gone:
+                raise RendezvousError(
+                    f"node(s) {', '.join(map(str, gone))} left before authorizing the job's key")
+            waiting = sorted(i for i in indices if not self.joined[i].ready)
+            if not waiting:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RendezvousError(
+                    f"node(s) {', '.join(map(str, waiting))} did not authorize the job's ssh "
+                    "key in time")
+            for key, _ in self.selector.select(min(remaining, POLL_INTERVAL)):
+                if key.data is not None:
+                    self._read(key.data)
 
     def send_exit(self, status: int, reason: str) -> None:
         """Tell every connected worker to exit with ``status``."""
@@ -325,6 +398,9 @@ class MainConnection:
 
     def local_address(self) -> str:
         return str(self.sock.getsockname()[0])
+
+    def peer_address(self) -> str:
+        return str(self.sock.getpeername()[0])
 
     def send(self, message: Mapping[str, Any]) -> None:
         try:

@@ -63,6 +63,12 @@ class RendezvousError(NodeError):
     label = "rendezvous failed"
 
 
+class NetworkError(RendezvousError):
+    """No interface carries the node's address: the nodes cannot reach each other."""
+
+    label = "network interface"
+
+
 class MainLostError(NodeError):
     exit_code = EXIT_MAIN_LOST
     label = "lost the main node"

@@ -42,9 +42,11 @@ def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
     secret = emulator.client("secretsmanager").create_secret(
         Name="traingrid/campaign-database", SecretString=json.dumps({"url": database_url}))
     # The emulator migrates above; CloudFormation custom resources need a reachable
-    # response URL, which an in-process emulator has not.
+    # response URL, which an in-process emulator has not. A SQLite file has no roles: the
+    # functions' secret is the owner's.
     stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET,
                                          "DatabaseSecretArn": secret["ARN"],
+                                         "DatabaseAppSecretArn": secret["ARN"],
                                          "ApplyMigrationsOnDeploy": "false",
                                          **(parameters or {})})
     regional = {

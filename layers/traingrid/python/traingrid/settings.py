@@ -89,6 +89,9 @@ class Settings(EnvSettings):
     # The training containers' /dev/shm (NodeSharedMemoryMiB); unset: not checked.
     node_shared_memory_mib: int | None = env("NODE_SHARED_MEMORY_MIB", default=None, ge=64)
 
+    # AllowRunCommands: whether a run may name its own command (on the API's command route).
+    allow_run_commands: bool = env("ALLOW_RUN_COMMANDS", default=False)
+
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:
         if self.training_instance_types is None:
@@ -108,6 +111,14 @@ class DatabaseSettings(EnvSettings):
     database_secret_arn: str = env("DATABASE_SECRET_ARN")
     database_host: str | None = env("DATABASE_HOST", default=None)
     database_name: str | None = env("DATABASE_NAME", default=None)
+
+
+@_settings
+class MigrationSettings(DatabaseSettings):
+    """The migration signs in as the database's owner (``DATABASE_SECRET_ARN``) and keeps the
+    functions' role, whose secret is ``DATABASE_APP_SECRET_ARN``, in step with the schema."""
+
+    database_app_secret_arn: str = env("DATABASE_APP_SECRET_ARN")
 
 
 @_settings

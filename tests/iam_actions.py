@@ -70,10 +70,27 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def statements(role: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Allow statements of a role's inline policies."""
-    return [s for policy in role["Properties"].get("Policies", [])
-            for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+def statements(resource: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Allow statements of a role's inline policies (or of an ``AWS::IAM::Policy``)."""
+    properties = resource["Properties"]
+    documents = [p["PolicyDocument"] for p in properties.get("Policies", [])]
+    documents += [properties["PolicyDocument"]] if "PolicyDocument" in properties else []
+    return [s for document in documents for s in as_list(document["Statement"])
+            if s["Effect"] == "Allow"]
+
+
+def with_attached(template: dict[str, Any], role: str) -> dict[str, Any]:
+    """The role ``role`` (a logical id) with the ``AWS::IAM::Policy`` resources that attach
+    to it among its inline policies: what the role may do, however the template splits it."""
+    resource = template["Resources"][role]
+    attached = [{"PolicyName": r["Properties"]["PolicyName"],
+                 "PolicyDocument": r["Properties"]["PolicyDocument"]}
+                for r in template["Resources"].values()
+                if r["Type"] == "AWS::IAM::Policy"
+                and {"Ref": role} in as_list(r["Properties"].get("Roles", []))]
+    properties = resource["Properties"]
+    return {**resource, "Properties": {
+        **properties, "Policies": [*properties.get("Policies", []), *attached]}}
 
 
 def granted(role: dict[str, Any]) -> set[str]:

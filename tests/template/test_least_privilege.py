@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.iam_actions import LOG_DELIVERY_ACTIONS, allows, as_list, granted
+from tests.iam_actions import LOG_DELIVERY_ACTIONS, allows, as_list, granted, with_attached
 from tests.template.aws_calls import (
     Call,
     Sources,
@@ -69,7 +69,7 @@ def test_every_function_role_grants_what_its_code_calls_and_nothing_else(
         template, translated, code_calls):
     missing, extra = [], []
     for logical_id, calls in code_calls.items():
-        allowed = granted(translated["Resources"][f"{logical_id}Role"])
+        allowed = granted(with_attached(translated, f"{logical_id}Role"))
         needed = {a for call in calls for a in call.actions()}
         needed |= _configured_actions(_function_properties(template, logical_id))
         for call in sorted(calls, key=lambda c: c.where):
@@ -105,7 +105,7 @@ def test_state_machine_roles_grant_what_their_tasks_and_logging_need_and_nothing
         needed = {a for call in calls for a in call.actions()}
         if props.get("Logging", {}).get("Destinations"):
             needed |= set(LOG_DELIVERY_ACTIONS)
-        role = translated["Resources"][f"{logical_id}Role"]
+        role = with_attached(translated, f"{logical_id}Role")
         allowed = granted(role)
         missing = sorted(a for a in needed if not allows(allowed, a))
         assert not missing, f"{logical_id} may not {missing}"

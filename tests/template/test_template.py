@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.iam_actions import as_list, statements
+from tests.iam_actions import as_list, statements, with_attached
 from traingrid.api import resolver
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.campaigns.model import RegionJobStatus, RunStatus
@@ -167,7 +167,7 @@ def test_state_machine_role_invokes_each_function_it_names(template, translated)
 def test_no_wildcard_actions_and_resources_scoped_where_aws_allows(translated):
     regional = load_template(ROOT / "regional/template.yaml")
     for logical_id, resource in (translated["Resources"] | regional["Resources"]).items():
-        if resource["Type"] != "AWS::IAM::Role":
+        if resource["Type"] not in ("AWS::IAM::Role", "AWS::IAM::Policy"):
             continue
         for statement in statements(resource):
             actions = as_list(statement["Action"])
@@ -375,6 +375,16 @@ def test_the_janitor_may_delete_and_stop_only_what_this_stacks_runs_tagged(trans
         (statement,) = [s for s in statements(role) if action in as_list(s["Action"])]
         condition = statement["Condition"]["StringLike"]["aws:ResourceTag/traingrid:execution"]
         assert f"${{{machine}.Name}}:*" in condition["Fn::Sub"], action
+
+
+def test_a_region_s_job_is_stopped_only_when_this_stack_s_fanout_tagged_it(translated):
+    # By the state machine's Name: CloudFormation names it `<LogicalId>-<random>`, without
+    # the stack's name; the policy stands apart from the role to avoid a circular reference.
+    role = with_attached(translated, "StopRegionJobFunctionRole")
+    (statement,) = [s for s in statements(role)
+                    if "sagemaker:StopTrainingJob" in as_list(s["Action"])]
+    condition = statement["Condition"]["StringLike"]["aws:ResourceTag/traingrid:execution"]
+    assert ":execution:${CampaignFanoutStateMachine.Name}:*" in condition["Fn::Sub"]
 
 
 def test_every_function_logs_to_the_stacks_encrypted_log_group(translated):

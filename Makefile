@@ -38,7 +38,7 @@ help:
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
 	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
-	@echo "make push-images     build the SageMaker image once, push it to REGIONS' ECR"
+	@echo "make push-images     build both images once; node image to HOME_REGION, SageMaker's to REGIONS"
 	@echo "make notebook-check  run examples/inspect-runs.ipynb headless on the embedded emulator"
 
 install: $(VENV)/.installed
@@ -128,10 +128,15 @@ mpi-smoke: openmpi $(TRAINER_VENV)/.installed
 	PYTHONPATH=containers/mnp $(TRAINER_VENV)/bin/python containers/mnp/mpi_smoke.py \
 		--nodes $(NODES)
 
-# Build the SageMaker image once and push it to each region's ECR repository (needs Docker and
-# the AWS CLI): make push-images REGIONS="us-east-1 eu-west-1" [ACCOUNT=] [REPOSITORY=] [TAG=]
+# Build the node image and the SageMaker image on it once; push the node image to the main
+# stack's repository and the SageMaker image to each campaign region's (needs Docker and
+# the AWS CLI): make push-images HOME_REGION=us-east-1 REGIONS="us-east-1 eu-west-1" [TAG=]
+# [ACCOUNT=] [NODE_REPOSITORY=] [REPOSITORY=]. Both images are tagged with TAG, by default the
+# project's version (the template's NodeImageTag).
 push-images:
-	REGIONS="$(REGIONS)" ACCOUNT="$(ACCOUNT)" REPOSITORY="$(REPOSITORY)" TAG="$(TAG)" \
+	HOME_REGION="$(HOME_REGION)" REGIONS="$(REGIONS)" ACCOUNT="$(ACCOUNT)" \
+		NODE_REPOSITORY="$(NODE_REPOSITORY)" REPOSITORY="$(REPOSITORY)" \
+		TAG="$(or $(TAG),$(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml))" \
 		containers/push-images.sh
 
 # Every cell of the sample notebook, run headless on the embedded emulator; a failing cell fails.

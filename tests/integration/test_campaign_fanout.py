@@ -93,7 +93,7 @@ def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
     assert moved["staged_bytes"] == 3 * campaign_demo.SHARD_BYTES
     assert moved["entry_point"] == "traingrid_train.py"
     assert moved["image"].endswith(
-        f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-horovod:latest")
+        f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-horovod:0.1.0")
     assert moved["hyperparameters"]["num_epochs"] == "90"
     assert not any(k.startswith("sagemaker_") for k in moved["hyperparameters"])
     # First fewer instances in the same region (down to the campaign's 5), then another

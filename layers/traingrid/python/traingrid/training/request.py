@@ -142,6 +142,13 @@ class TrainingRunRequest(_Strict):
         "list of arguments (never given to a shell). By default the image's trainer, "
         "python3 -m traingrid_trainer, which reads epochs, batch_size, warmup_epochs and "
         "lr_decay_mode from the job's environment.")
+    launcher: Literal["mpirun", "torchrun"] = Field(
+        default="mpirun",
+        description="How the nodes start the training command: mpirun (the main node starts "
+        "every rank over ssh, extra_mpi_params on its line; the job ends when a node is lost) "
+        "or torchrun (elastic: each node's agent starts its own ranks and, when a node fails "
+        "or leaves, the agents meet again with the nodes left, at least min_nodes, and "
+        "restart the ranks from the newest checkpoint).")
     fsx: FsxOptions = Field(default_factory=FsxOptions)
     timeouts: Timeouts = Field(default_factory=Timeouts)
 

@@ -34,10 +34,12 @@ def _examples(url: str) -> str:
         f"The console, every run and its graph: {url}/console",
         "",
         f"  echo '{{\"dataset\": \"{dataset}\", \"nodes\": 4}}' > run.json",
-        f"  curl -s -X POST {url}/runs -H 'Idempotency-Key: my-first-run' -d @run.json",
+        f"  curl -s {url}/runs -H 'Content-Type: application/json' "
+        "-H 'Idempotency-Key: my-first-run' -d @run.json",
         f"  curl -s {url}/runs/<name>",
         f"  curl -s {url}/runs",
-        f"  curl -s -X POST {url}/campaigns/av-drive-2026-11/runs -d '{{}}'",
+        f"  curl -s {url}/campaigns/av-drive-2026-11/runs -H 'Content-Type: application/json' "
+        "-d '{}'",
         "  traingrid status <name>      traingrid tick      traingrid runs",
         "",
     ])
@@ -118,7 +120,8 @@ def console(
         _until_stopped("console", port,
                        lambda log: remote(stack, str(region), port=port, request_log=log),
                        lambda server: f"The console of stack {stack} ({region}) on "
-                                      f"{server.url}/console; Ctrl-C stops it",
+                                      f"{server.url_with_token('/console')} (the token is "
+                                      "this session's; Ctrl-C stops it)",
                        "the console", quiet)
     except Unreachable as error:
         raise fail("console", str(error), UNREACHABLE) from None

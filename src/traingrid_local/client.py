@@ -13,6 +13,10 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
+# The methods that carry a body: the local servers want it declared JSON on each of them.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The console of a deployed stack (``traingrid console --stack``) wants its token here.
+TOKEN_HEADER = "X-TrainGrid-Token"
 
 
 class ApiError(Exception):
@@ -107,10 +111,11 @@ def stack_outputs(stack: str, region: str, *needed: str) -> tuple[Any, dict[str,
 
 class ApiClient:
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, signer: Signer | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, token: str | None = None) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.signer = signer
         self.timeout = timeout
+        self.token = token
 
     @classmethod
     def for_stack(cls, stack: str, region: str) -> ApiClient:
@@ -128,8 +133,10 @@ class ApiClient:
         data = None if body is None else (
             body if isinstance(body, bytes) else json.dumps(body).encode())
         sent = {"Accept": "application/json", **(headers or {})}
-        if data is not None:
+        if data is not None or method in BODY_METHODS:
             sent.setdefault("Content-Type", "application/json")
+        if self.token is not None:
+            sent[TOKEN_HEADER] = self.token
         _check_headers(sent)
         if self.signer is not None:
             sent = self.signer.headers(method, url, data, sent)

@@ -223,7 +223,7 @@ def test_the_console_of_a_deployed_stack_signs_what_it_sends_on_and_draws_its_gr
         boto3.client("cloudformation", region_name="eu-west-1").create_stack(
             StackName="traingrid-prod", TemplateBody=json.dumps(template))
         with remote("traingrid-prod", "eu-west-1", port=0) as server:
-            client = ApiClient(server.url)
+            client = ApiClient(server.url, token=server.token)
             assert client.get("/runs", limit=5) == {"runs": [], "next_token": None}
             settings = client.get("/console/config.json")
             graph = client.request("GET", "/console/graphs/CampaignFanout.svg")

@@ -10,8 +10,7 @@ import pytest
 from tests.console.conftest import ARTIFACTS, GREEN, WAIT_MS, playwright, stroke
 from tests.integration.conftest import serving
 from traingrid_local.client import ApiClient
-from traingrid_local.console.remote import forwarding, stack_console
-from traingrid_local.server import ApiServer
+from traingrid_local.console.remote import stack_console, stack_server
 
 pytestmark = pytest.mark.e2e
 
@@ -23,24 +22,27 @@ def stack(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def console_url(stack):
+def console_server(stack):
     outputs = {**stack.deployment.stack.outputs, "ApiUrl": stack.url}
     console = stack_console(outputs, stack.emulator.client("stepfunctions"),
                             {"api": stack.url, "stack": "traingrid", "region": "us-east-1"})
-    with ApiServer(forwarding(ApiClient(stack.url)), 0, pages=console.answer) as server:
-        yield server.url
+    with stack_server(ApiClient(stack.url), console, 0) as server:
+        yield server
 
 
 def test_runs_started_through_the_console_server_link_to_the_step_functions_console(
-        stack, console_url, page):
+        stack, console_server, page):
     expect = playwright.expect
-    started = ApiClient(console_url).call(
+    started = ApiClient(console_server.url, token=console_server.token).call(
         "POST", "/runs", {"dataset": "s3://traingrid-demo-data/imagenet2012/resized/",
                           "nodes": 2}, headers={"Idempotency-Key": "console-remote"}).body
     # Sent on to the stack's API: the run is there, not here.
     assert ApiClient(stack.url).get(f"/runs/{started['name']}")["name"] == started["name"]
 
-    page.goto(f"{console_url}/console#/runs/{started['name']}")
+    # The URL the command prints signs the browser in; the page then reads the API with the
+    # cookie it got for the token.
+    page.goto(console_server.url_with_token("/console") + f"#/runs/{started['name']}")
+    expect(page).to_have_url(f"{console_server.url}/console#/runs/{started['name']}")
     expect(page.locator("#where")).to_have_text(f"stack traingrid (us-east-1) · {stack.url}")
     expect(page.locator("#run-status")).to_have_text("SUCCEEDED", timeout=WAIT_MS)
     link = page.get_by_role("link", name="Open in the Step Functions console")
@@ -50,8 +52,8 @@ def test_runs_started_through_the_console_server_link_to_the_step_functions_cons
     page.screenshot(path=ARTIFACTS / "remote-stack-run.png", full_page=True)
 
 
-def test_the_stacks_errors_reach_the_page_as_the_api_gave_them(console_url, page):
+def test_the_stacks_errors_reach_the_page_as_the_api_gave_them(console_server, page):
     expect = playwright.expect
-    page.goto(f"{console_url}/console#/runs/no-such-run")
+    page.goto(console_server.url_with_token("/console") + "#/runs/no-such-run")
     expect(page.get_by_role("alert")).to_have_text(
         "No run is named 'no-such-run': list recent runs with GET /runs.")

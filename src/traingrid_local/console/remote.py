@@ -2,6 +2,10 @@
 here on 127.0.0.1, every API request sent on to the stack's own API signed with SigV4 (the
 CLI's client), and the graphs drawn from the stack's state machines as deployed. Each run's
 page then links to the Step Functions console.
+
+Since what it sends on is signed with the user's credentials, the server wants a token made at
+start (the printed URL carries it; the browser trades it for a cookie) and sends on only the
+API's declared routes (``schema/openapi.yaml``), each path checked for ``..`` and the like.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from urllib.parse import quote
 from traingrid_local.client import ApiClient, Signer, Unreachable, Unsendable, stack_outputs
 from traingrid_local.console.app import Console
 from traingrid_local.demo import STATE_MACHINES, state_machines
-from traingrid_local.server import ApiServer, Invoke, RequestLog
+from traingrid_local.server import ApiServer, Invoke, RequestLog, openapi_routes
 
 # The request headers the API reads; the rest (cookies, the browser's own) stay here.
 FORWARDED = ("content-type", "idempotency-key")
@@ -59,6 +63,14 @@ def stack_console(outputs: dict[str, str], stepfunctions: Any,
     return Console(definition, {"emulated": False, **settings})
 
 
+def stack_server(client: ApiClient, console: Console, port: int = 8000,
+                 request_log: RequestLog | None = None) -> ApiServer:
+    """The console's server: its pages, and the API's declared routes sent on by ``client``,
+    for requests that carry its token."""
+    return ApiServer(forwarding(client), port, request_log, routes=openapi_routes(),
+                     pages=console.answer, token=True, declared_only=True)
+
+
 @contextmanager
 def remote(stack: str, region: str, port: int = 8000,
            request_log: RequestLog | None = None) -> Iterator[ApiServer]:
@@ -67,5 +79,5 @@ def remote(stack: str, region: str, port: int = 8000,
     client = ApiClient(outputs["ApiUrl"], Signer(region, session))
     console = stack_console(outputs, session.client("stepfunctions"),
                             {"api": outputs["ApiUrl"], "stack": stack, "region": region})
-    with ApiServer(forwarding(client), port, request_log, pages=console.answer) as server:
+    with stack_server(client, console, port, request_log) as server:
         yield server

@@ -24,7 +24,8 @@ PYTEST_ARGS ?=
 PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
-	schema bench faults clean openmpi chromium trainer-test mpi-smoke push-images notebook-check
+	schema bench faults clean openmpi sshd chromium trainer-test mpi-smoke push-images notebook-check \
+	audit
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -33,6 +34,7 @@ help:
 	@echo "make typecheck       mypy on the runtime package and the node entrypoint package"
 	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
 	@echo "make security-check  checkov on both templates (findings fixed or skipped with a reason)"
+	@echo "make audit           pip-audit: known vulnerabilities in every pinned package"
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
 	@echo "make bench           measure cold starts, planning 10,000 datasets, the demo"
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
@@ -80,6 +82,15 @@ openmpi:
 			-y -qq --no-install-recommends openmpi-bin >/dev/null; }
 	@mpirun --version | head -n 1
 
+# Debian's OpenSSH server and client: make mpi-smoke's nodes run the real sshd, mpirun the real
+# ssh, as on AWS (the node image has them too).
+sshd:
+	@command -v /usr/sbin/sshd >/dev/null && command -v ssh >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+			-y -qq --no-install-recommends openssh-server openssh-client >/dev/null; }
+	@/usr/sbin/sshd -V 2>&1 | head -n 1
+
 # Debian's Chromium, which Playwright drives in the console's browser tests (tests/console).
 chromium:
 	@command -v chromium >/dev/null || { \
@@ -119,14 +130,30 @@ security-check: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 	$(CHECKOV) --quiet --compact --skip-download --framework cloudformation \
 		--file template.yaml --file regional/template.yaml
 
+# Known vulnerabilities (PyPA advisories, via PyPI's JSON API per version; AUDIT_SERVICE=osv asks
+# OSV) in the dev venv's pins, the trainer's and what the images install. --strict: a package
+# that cannot be looked up fails the audit rather than passing unaudited. Not in make test: it
+# needs those services, which a machine without them cannot reach.
+AUDIT_SERVICE ?= pypi
+AUDIT := $(BIN)/pip-audit --strict --progress-spinner off --vulnerability-service $(AUDIT_SERVICE) \
+	--disable-pip
+audit: install
+	$(AUDIT) --no-deps -r constraints.txt -r $(TRAINER_REQUIREMENTS)
+	$(AUDIT) --require-hashes -r containers/mnp/requirements-image.txt \
+		-r containers/sagemaker/requirements.txt
+
 # The trainer and its tests need only the trainer's venv (and mpirun for the multi-rank ones).
 trainer-test: openmpi $(TRAINER_VENV)/.installed
 	cd containers/mnp && ../../$(TRAINER_VENV)/bin/pytest $(PYTEST_ARGS)
 
+# NODES nodes in network and mount namespaces of their own (root), with the job's environment
+# as the job definition and a plan give it (smoke_job.py, in the dev venv), the real sshd and ssh.
 # FAIL_RANK=K makes rank K exit 3; the smoke then exits 3 too.
-mpi-smoke: openmpi $(TRAINER_VENV)/.installed
+mpi-smoke: openmpi sshd install $(TRAINER_VENV)/.installed
+	@job=$$(mktemp) && trap 'rm -f "$$job"' EXIT && \
+	$(BIN)/python containers/mnp/smoke_job.py --nodes $(NODES) > "$$job" && \
 	PYTHONPATH=containers/mnp $(TRAINER_VENV)/bin/python containers/mnp/mpi_smoke.py \
-		--nodes $(NODES)
+		--nodes $(NODES) --job "$$job"
 
 # Build the node image and the SageMaker image on it once; push the node image to the main
 # stack's repository and the SageMaker image to each campaign region's (needs Docker and

@@ -518,3 +518,11 @@ def test_sagemaker_reads_the_trainers_metrics_and_runs_the_images_entry_point() 
     root = Path(__file__).resolve().parents[2] / "containers" / "sagemaker"
     assert (root / sagemaker_job.ENTRY_POINT).is_file()
     assert f"COPY {sagemaker_job.ENTRY_POINT} /opt/ml/code/" in (root / "Dockerfile").read_text()
+
+
+def test_the_image_holds_no_ssh_key_and_checks_host_keys() -> None:
+    """Keys are made per job at start (traingrid_node.ssh); none is baked into the image."""
+    dockerfile = (Path(__file__).resolve().parents[2] / "containers" / "mnp" / "Dockerfile")
+    text = dockerfile.read_text()
+    assert "ssh-keygen" not in text and "StrictHostKeyChecking" not in text
+    assert "rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*" in text

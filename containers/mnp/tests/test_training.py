@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from sample_data import write_shards
 
 from tests.conftest import run_trainer
 from traingrid_node.metrics import FINAL_MODEL, METRICS_FILE, problems
-from traingrid_trainer import checkpoint, tfrecord
+from traingrid_trainer import checkpoint
 from traingrid_trainer.model import resnet50
 
 TINY = ["--image_size", "32", "-b", "2", "--log_every", "1", "--loader_workers", "0",
@@ -89,20 +89,6 @@ def test_a_failed_checkpoint_archive_does_not_stop_training(tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     assert "could not archive epoch-0001.pt to S3 yet" in result.stdout
     assert (output / FINAL_MODEL).is_file()
-
-
-def write_shards(data_dir: Path, pattern: str, shards: int, per_shard: int) -> None:
-    from PIL import Image
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for shard in range(shards):
-        records = []
-        for i in range(per_shard):
-            buffer = io.BytesIO()
-            Image.new("RGB", (48, 40), (i * 40 % 256, 90, 200)).save(buffer, "JPEG")
-            records.append(tfrecord.encode_example({"image/encoded": [buffer.getvalue()],
-                                                    "image/class/label": [1 + i % 5]}))
-        tfrecord.write_records(data_dir / pattern.format(shard, shards), records)
 
 
 def test_a_run_on_tfrecord_shards_trains_and_reports_its_accuracy(tmp_path) -> None:

@@ -9,7 +9,8 @@
   created on first use as AWS does (moto requires the property), and without
   ``SecurityGroupIds`` its launch template's (moto requires them on the environment);
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
-  a string and a ``Number`` default text);
+  a string and a ``Number`` default text); ``DescribeStacks`` gives a list parameter as AWS
+  does, ``a,b`` (moto gives Python's ``['a', 'b']``);
 - what the template leaves unnamed gets the physical name CloudFormation gives it
   (:data:`NAMING`): a state machine is ``<LogicalId>-<12 random>``, with no stack prefix, Batch
   resources ``<LogicalId>-<16 random>``, functions, roles, rules, queues and tables
@@ -29,6 +30,7 @@ from moto.awslambda.models import LambdaFunction, LayerVersion
 from moto.batch.models import ComputeEnvironment, JobDefinition, batch_backends
 from moto.batch.utils import lowercase_first_key
 from moto.cloudformation import parsing
+from moto.cloudformation.models import Stack as FakeStack
 from moto.cloudformation.parsing import ResourceMap
 from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
@@ -211,6 +213,15 @@ def _load_parameters(previous: Callable[..., None]) -> Callable[..., None]:
     return load_parameters
 
 
+def _parameter_list(previous: Any) -> property:
+    def parameter_list(self: FakeStack) -> list[dict[str, Any]]:
+        return [p | {"ParameterValue": ",".join(map(str, p["ParameterValue"]))}
+                if isinstance(p["ParameterValue"], list) else p
+                for p in previous.fget(self)]
+
+    return property(parameter_list)
+
+
 def apply() -> None:
     PATCHES.wrap(parsing, "parse_resource_and_generate_name", _named)
     PATCHES.wrap(LambdaFunction, "create_from_cloudformation_json", _function_create)
@@ -221,3 +232,4 @@ def apply() -> None:
     PATCHES.replace(ComputeEnvironment, "create_from_cloudformation_json",
                     classmethod(_compute_environment_create))
     PATCHES.wrap(ResourceMap, "load_parameters", _load_parameters)
+    PATCHES.wrap(FakeStack, "parameter_list", _parameter_list)

@@ -17,6 +17,7 @@ from moto import mock_aws
 import traingrid.clock
 from traingrid.aws import clients
 from traingrid_local.emulator import (
+    account,
     batch,
     cloudformation,
     events,
@@ -58,7 +59,7 @@ MOTO_CONFIG = {
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
                sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, sagemaker,
-               throttling)
+               throttling, account)
 DEFAULT_SPEED = 2000.0
 
 
@@ -108,6 +109,7 @@ class Emulator:
         CLOCK.reset(self.speed)
         ALARMS.clear()
         throttling.RATES.reset()
+        account.ACCOUNT.reset()
         faults.set_plan(self.fault_plan)
         sfn_events.enabled(True)
         traingrid.clock.now = CLOCK.now

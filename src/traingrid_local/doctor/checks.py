@@ -1,0 +1,419 @@
+"""The checks: each reads the account and says, one line per problem, what to do.
+
+A blocker stops the stack from deploying or its runs from starting; a warning is worth
+knowing. Every AWS call goes through :class:`Aws`, which translates AWS's errors once: a
+refusal (``AccessDenied``…) makes the check a warning naming the permission the doctor lacks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from traingrid.aws import clients
+from traingrid.training.catalog import InstanceType
+from traingrid_local.doctor.needs import Image, Needs
+
+OK, WARNING, BLOCKER = "ok", "warning", "blocker"
+DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
+          "UnauthorizedAccess", "AuthorizationError"}
+# EC2's vCPU quotas by instance family: (on-demand, spot) quota codes.
+EC2_FAMILY_QUOTAS = {
+    "p": ("L-417A185B", "L-7212CCBC"),  # Running On-Demand P instances; All P Spot Requests
+    "g": ("L-DB2E81BA", "L-3819A6DF"),  # Running On-Demand G and VT; All G and VT Spot
+}
+LAMBDA_CONCURRENCY = "L-B99A9384"  # Lambda's Concurrent executions
+# Lambda keeps this much of the account's concurrency unreserved (all of it below 100).
+LAMBDA_MIN_UNRESERVED = 100
+FSX_ROLE_PATH = "/aws-service-role/fsx.amazonaws.com/"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class AwsError(Exception):
+    """An AWS call failed: ``code`` is AWS's error code, ``action`` the IAM action."""
+
+    def __init__(self, action: str, code: str, message: str) -> None:
+        self.action, self.code, self.message = action, code, message
+        super().__init__(f"{action}: {code}: {message}")
+
+    @property
+    def denied(self) -> bool:
+        return self.code in DENIED
+
+
+class Aws:
+    """Every call the doctor makes, on the project's clients (one per service and region)."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def call(self, service: str, operation: str, region: str | None = None,
+             **kwargs: Any) -> Any:
+        client = clients.client(service, region or self.region)
+        action = (f"{client.meta.service_model.signing_name}:"
+                  f"{client.meta.method_to_api_mapping.get(operation, operation)}")
+        try:
+            return getattr(client, operation)(**kwargs)
+        except ClientError as error:
+            detail = error.response.get("Error", {})
+            raise AwsError(action, str(detail.get("Code", "")),
+                           str(detail.get("Message", ""))) from None
+        except BotoCoreError as error:
+            raise AwsError(action, type(error).__name__, str(error)) from None
+
+    def pages(self, service: str, operation: str, key: str, region: str | None = None,
+              **kwargs: Any) -> Iterator[Any]:
+        token_in, token_out = ("Marker", "Marker") if service == "iam" else (
+            "NextToken", "NextToken")
+        while True:
+            page = self.call(service, operation, region, **kwargs)
+            yield from page.get(key, [])
+            token = page.get(token_out) if service != "iam" or page.get("IsTruncated") else None
+            if not token:
+                return
+            kwargs[token_in] = token
+
+
+Check = Callable[[Needs, Aws], Iterator[Finding]]
+
+
+def _increase(service: str, code: str, value: float, region: str) -> str:
+    return (f"aws service-quotas request-service-quota-increase --service-code {service} "
+            f"--quota-code {code} --desired-value {value:g} --region {region}")
+
+
+def quota_value(aws: Aws, service: str, code: str, region: str) -> float | None:
+    """The applied value; AWS's default where none is applied; None if there is no such
+    quota."""
+    for operation in ("get_service_quota", "get_aws_default_service_quota"):
+        try:
+            return float(aws.call("service-quotas", operation, region, ServiceCode=service,
+                                  QuotaCode=code)["Quota"]["Value"])
+        except AwsError as error:
+            if error.code != "NoSuchResourceException":
+                raise
+    return None
+
+
+def quotas_by_name(aws: Aws, service: str, region: str) -> dict[str, tuple[str, float]]:
+    """Name → (code, value) of a service's quotas: applied values over AWS's defaults."""
+    found = {q["QuotaName"]: (q["QuotaCode"], float(q["Value"])) for q in aws.pages(
+        "service-quotas", "list_aws_default_service_quotas", "Quotas", region,
+        ServiceCode=service)}
+    found |= {q["QuotaName"]: (q["QuotaCode"], float(q["Value"])) for q in aws.pages(
+        "service-quotas", "list_service_quotas", "Quotas", region, ServiceCode=service)}
+    return found
+
+
+def ec2_quota(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """vCPU quota of each instance family the compute environment may launch, against
+    nodes × the vCPUs of each type."""
+    name = "ec2-quota"
+    unknown = [t for t in needs.instance_types
+               if t not in {i.name for i in needs.known_instance_types}]
+    if unknown:
+        yield Finding(name, WARNING, f"{', '.join(unknown)}: not in TrainGrid's catalog; "
+                                     "their quota is not checked")
+    families: dict[str, list[InstanceType]] = defaultdict(list)
+    for instance in needs.known_instance_types:
+        families[re.match(r"[a-z]+", instance.name)[0][0]].append(instance)  # type: ignore[index]
+    kind = "spot" if needs.compute_spot else "on-demand"
+    for family, types in sorted(families.items()):
+        code = EC2_FAMILY_QUOTAS[family][1 if needs.compute_spot else 0]
+        quota = quota_value(aws, "ec2", code, needs.region)
+        if quota is None:
+            yield Finding(name, WARNING, f"EC2 has no quota {code} in {needs.region}")
+            continue
+        need = {t.name: needs.nodes * t.vcpus for t in types}
+        short = [t for t, n in need.items() if n > quota]
+        most = max(need.values())
+        label = f"{family.upper()} instances ({kind}, {code}): {quota:g} vCPUs in {needs.region}"
+        if not short:
+            yield Finding(name, OK, f"{label} ≥ {needs.nodes} nodes × "
+                                    f"{max(types, key=lambda t: t.vcpus).name} ({most})")
+        elif len(short) == len(need):
+            least = min(need, key=need.__getitem__)
+            yield Finding(name, BLOCKER, (
+                f"{label}; {needs.nodes} nodes × {least} need {need[least]}: no run of "
+                f"{needs.nodes} nodes can start. Ask for {most}: "
+                + _increase("ec2", code, most, needs.region)))
+        else:
+            yield Finding(name, WARNING, (
+                f"{label}; {needs.nodes} nodes of {', '.join(short)} need {most}: those runs "
+                f"wait for capacity. Ask for {most}: " + _increase("ec2", code, most,
+                                                                   needs.region)))
+    need_least = min((needs.nodes * t.vcpus for t in needs.known_instance_types), default=0)
+    if needs.max_vcpus is not None and need_least > needs.max_vcpus:
+        yield Finding(name, BLOCKER, (
+            f"MaxVcpus is {needs.max_vcpus}; {needs.nodes} nodes need at least {need_least}: "
+            f"deploy with MaxVcpus={need_least} or more"))
+
+
+def sagemaker_quota(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """Each campaign region's quota for the campaign's instance type (and for spot training
+    with ManagedSpot) against its instance count."""
+    name = "sagemaker-quota"
+    wanted = [f"{needs.campaign_instance_type} for training job usage"]
+    if needs.managed_spot:
+        wanted.append(f"{needs.campaign_instance_type} for spot training job usage")
+    count = needs.campaign_instance_count
+    short: list[tuple[str, str, str, float]] = []
+    fits = []
+    for region in needs.campaign_regions:
+        quotas = quotas_by_name(aws, "sagemaker", region)
+        missing = [q for q in wanted if q not in quotas]
+        if missing:
+            yield Finding(name, WARNING, f"{region}: SageMaker has no quota "
+                                         f"{' or '.join(map(repr, missing))}; is "
+                                         f"{needs.campaign_instance_type} offered there?")
+            continue
+        lacking = [(region, q, *quotas[q]) for q in wanted if quotas[q][1] < count]
+        short += lacking
+        if not lacking:
+            fits.append(region)
+    for region, quota, code, value in short:
+        status = WARNING if fits else BLOCKER
+        consequence = (f"its data trains in {', '.join(fits)} instead, staged there" if fits
+                       else "no campaign job can start")
+        yield Finding(name, status, (
+            f"{region}: '{quota}' is {value:g}; a campaign job needs {count}: {consequence}. "
+            f"Ask for {count}: " + _increase("sagemaker", code, count, region)))
+    if fits:
+        yield Finding(name, OK, f"'{wanted[0]}' ≥ {count} in {', '.join(fits)}")
+
+
+def fsx(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """FSx's service-linked role: the first file system creates it as the caller (the
+    stack's file-system creator), which needs ``iam:CreateServiceLinkedRole`` for
+    fsx.amazonaws.com; the S3 data repository's role is made the same way."""
+    name = "fsx"
+    aws.call("fsx", "describe_file_systems", MaxResults=1)
+    roles = list(aws.pages("iam", "list_roles", "Roles", PathPrefix=FSX_ROLE_PATH))
+    if roles:
+        yield Finding(name, OK, f"FSx's service-linked role {roles[0]['RoleName']} exists")
+        return
+    create = "aws iam create-service-linked-role --aws-service-name fsx.amazonaws.com"
+    if needs.grants_service_linked_role("fsx.amazonaws.com"):
+        yield Finding(name, OK, (
+            "FSx's service-linked role does not exist yet: the first file system creates it "
+            f"(the stack's roles may); to have it now: {create}"))
+        return
+    allowed = _caller_may("iam:CreateServiceLinkedRole", aws)
+    who = {True: "you may create it", False: "an administrator must create it",
+           None: "create it"}[allowed]
+    yield Finding(name, BLOCKER, (
+        "FSx's service-linked role AWSServiceRoleForAmazonFSx does not exist and the stack's "
+        f"roles may not create it: every run's file system would fail. Once, {who}: {create}"))
+
+
+def _caller_may(action: str, aws: Aws) -> bool | None:
+    """What the policy simulator says of the caller (None: it cannot say)."""
+    caller = caller_role_arn(aws)
+    if not caller:
+        return None
+    try:
+        results = aws.call("iam", "simulate_principal_policy", PolicySourceArn=caller,
+                           ActionNames=[action])
+    except AwsError as error:
+        if error.denied:
+            return None
+        raise
+    return all(r["EvalDecision"] == "allowed" for r in results["EvaluationResults"])
+
+
+def caller_role_arn(aws: Aws) -> str | None:
+    """The caller as IAM names it (an assumed role's role), for the policy simulator."""
+    arn = aws.call("sts", "get_caller_identity")["Arn"]
+    assumed = re.match(r"arn:([\w-]+):sts::(\d+):assumed-role/([^/]+)/", arn)
+    if assumed:
+        return f"arn:{assumed[1]}:iam::{assumed[2]}:role/{assumed[3]}"
+    return arn if ":iam::" in arn else None
+
+
+def images(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """The node image in the home region and the SageMaker image in each campaign region,
+    with the tags the stack names."""
+    name = "images"
+    node = needs.node_image()
+    wanted = [("node image", node)] if node else []
+    wanted += [("SageMaker image", needs.regional_image(r)) for r in needs.campaign_regions]
+    if node is None:
+        yield Finding(name, WARNING, "the template names no node image (TrainingImageUri or a "
+                                     "job definition's ECR image); not checked")
+    missing_regions = []
+    for what, image in wanted:
+        if image.repository is None:
+            yield Finding(name, WARNING, f"{what} {image.uri} is not in ECR: not checked")
+            continue
+        if image.created_by_deploy:
+            yield _repository_the_deploy_creates(what, image, aws)
+            continue
+        problem = _image_problem(aws, image)
+        if problem is None:
+            yield Finding(name, OK, f"{what} {image.name} is in {image.region}")
+        else:
+            missing_regions.append(image.region)
+            yield Finding(name, BLOCKER, f"{what} {image.name} in {image.region}: {problem}")
+    if missing_regions:
+        regions = " ".join(dict.fromkeys(missing_regions))
+        yield Finding(name, BLOCKER, (
+            f'push the images first: make push-images REGIONS="{regions}" (deploy '
+            "regional/template.yaml in those regions first: it creates their repository)"))
+
+
+def _repository_the_deploy_creates(what: str, image: Image, aws: Aws) -> Finding:
+    try:
+        aws.call("ecr", "describe_repositories", image.region,
+                 repositoryNames=[image.repository])
+    except AwsError as error:
+        if error.code != "RepositoryNotFoundException":
+            raise
+        return Finding("images", WARNING, (
+            f"{what} {image.name}: the deploy creates repository {image.repository} in "
+            f"{image.region}; push the image there (make push-images) before the first run"))
+    return Finding("images", BLOCKER, (
+        f"{what}: repository {image.repository} exists already in {image.region}, and the "
+        "deploy creates it: CloudFormation would fail (AlreadyExists). Delete it, or deploy "
+        "with TrainingImageUri naming an image in it"))
+
+
+def _image_problem(aws: Aws, image: Image) -> str | None:
+    ids = ({"imageDigest": image.tag} if image.tag.startswith("sha256:")
+           else {"imageTag": image.tag})
+    try:
+        aws.call("ecr", "describe_images", image.region, repositoryName=image.repository,
+                 imageIds=[ids])
+    except AwsError as error:
+        if error.code == "RepositoryNotFoundException":
+            return f"no repository {image.repository}"
+        if error.code == "ImageNotFoundException":
+            return f"the repository has no image {image.tag}"
+        raise
+    return None
+
+
+def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """The VPC and the training subnets: they exist, in that VPC, and one zone has a free
+    address for every node (a cluster placement group keeps a job's nodes in one zone)."""
+    name = "network"
+    if not needs.vpc_id or not needs.subnet_ids:
+        yield Finding(name, WARNING, (
+            "VpcId and TrainingSubnetIds are not given: pass --parameter VpcId=vpc-… "
+            "--parameter TrainingSubnetIds=subnet-…,subnet-… (or samconfig.toml's "
+            "parameter_overrides) to check the network"))
+        return
+    try:
+        vpc = aws.call("ec2", "describe_vpcs", VpcIds=[needs.vpc_id])["Vpcs"][0]
+    except AwsError as error:
+        if not error.code.startswith("InvalidVpcID"):
+            raise
+        yield Finding(name, BLOCKER, f"VPC {needs.vpc_id} does not exist in {needs.region}: "
+                                     "deploy with the VpcId of the training VPC")
+        return
+    subnets = {s["SubnetId"]: s for s in aws.pages(
+        "ec2", "describe_subnets", "Subnets",
+        Filters=[{"Name": "subnet-id", "Values": needs.subnet_ids}])}
+    problems = False
+    for subnet_id in needs.subnet_ids:
+        subnet = subnets.get(subnet_id)
+        if subnet is None:
+            problems = True
+            yield Finding(name, BLOCKER, f"subnet {subnet_id} does not exist in {needs.region}: "
+                                         "deploy with TrainingSubnetIds of that VPC's subnets")
+        elif subnet["VpcId"] != needs.vpc_id:
+            problems = True
+            yield Finding(name, BLOCKER, (
+                f"subnet {subnet_id} is in {subnet['VpcId']}, not in VpcId {needs.vpc_id}: "
+                "every training subnet must be in the VPC"))
+    if problems:
+        return
+    free_by_zone: dict[str, int] = defaultdict(int)
+    for subnet_id in needs.subnet_ids:
+        subnet = subnets[subnet_id]
+        free_by_zone[subnet["AvailabilityZone"]] += int(subnet["AvailableIpAddressCount"])
+    zone, free = max(free_by_zone.items(), key=lambda item: item[1])
+    cidrs = ", ".join(a["CidrBlock"] for a in vpc.get("CidrBlockAssociationSet", [])
+                      ) or vpc.get("CidrBlock", "")
+    summary = (f"VPC {needs.vpc_id} ({cidrs}), subnets in "
+               f"{', '.join(sorted(free_by_zone))}; {zone} has {free} free addresses")
+    if free < needs.nodes:
+        yield Finding(name, BLOCKER, (
+            f"{summary}; {needs.nodes} nodes need {needs.nodes} in one zone: add a larger "
+            "subnet in one zone to TrainingSubnetIds, or run fewer nodes"))
+    else:
+        yield Finding(name, OK, f"{summary} ≥ {needs.nodes} nodes")
+
+
+def lambda_concurrency(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """The account's concurrency limit against what the stack reserves (Lambda refuses a
+    reservation that leaves less than 100 unreserved, or any on an account below 100)."""
+    name = "lambda"
+    settings = aws.call("lambda", "get_account_settings")["AccountLimit"]
+    limit = int(settings["ConcurrentExecutions"])
+    unreserved = int(settings["UnreservedConcurrentExecutions"])
+    reserved = needs.reserved_concurrency()
+    stack_reserves = sum(reserved.values())
+    # Deployed, the stack's reservation is already out of the unreserved pool.
+    left = unreserved - (0 if needs.resources else stack_reserves)
+    keep = min(LAMBDA_MIN_UNRESERVED, limit)
+    which = (f"{stack_reserves} (" + ", ".join(f"{logical} {count}" for logical, count
+                                               in reserved.items()) + ")") if reserved else "none"
+    summary = (f"{limit} concurrent executions in {needs.region}, {unreserved} unreserved; the "
+               f"stack reserves {which}")
+    if stack_reserves and left < keep:
+        yield Finding(name, BLOCKER, (
+            f"{summary}: Lambda keeps {keep} unreserved, so the deploy fails. Ask for 1000: "
+            + _increase("lambda", LAMBDA_CONCURRENCY, 1000, needs.region)))
+    elif limit < LAMBDA_MIN_UNRESERVED:
+        yield Finding(name, WARNING, (
+            f"{summary}: more than {limit} calls at once are throttled (the state machines "
+            "retry them, so runs slow down; the API answers 429). Ask for 1000: "
+            + _increase("lambda", LAMBDA_CONCURRENCY, 1000, needs.region)))
+    else:
+        yield Finding(name, OK, summary)
+
+
+CHECKS: dict[str, Check] = {
+    "ec2-quota": ec2_quota,
+    "sagemaker-quota": sagemaker_quota,
+    "fsx": fsx,
+    "images": images,
+    "network": network,
+    "lambda": lambda_concurrency,
+}
+
+
+def run_checks(needs: Needs, aws: Aws) -> list[Finding]:
+    findings: list[Finding] = []
+    for name, check in CHECKS.items():
+        found: list[Finding] = []
+        try:
+            for finding in check(needs, aws):
+                found.append(finding)
+        except AwsError as error:
+            found.append(_not_checked(name, error))
+        findings += found
+    return findings
+
+
+def _not_checked(check: str, error: AwsError) -> Finding:
+    if error.denied:
+        return Finding(check, WARNING, (
+            f"not checked: this identity may not call {error.action}; grant it to whoever "
+            "runs traingrid doctor (it only reads)"))
+    return Finding(check, WARNING, f"not checked: {error.action} failed: {error.code}: "
+                                   f"{error.message}")

@@ -1,0 +1,312 @@
+"""``traingrid doctor`` on emulated accounts: a healthy one passes; an account that lacks any one
+thing the stack needs gets that check's blocker line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from traingrid_local.cli import app
+from traingrid_local.doctor.needs import read_template, template_defaults
+from traingrid_local.emulator.account import ACCOUNT
+from traingrid_local.emulator.deploy import TEMPLATE
+from traingrid_local.emulator.session import Emulator
+
+runner = CliRunner()
+SESSION = boto3.session.Session()
+CLIENTS: dict[tuple[str, str], Any] = {}
+HOME, OTHER = "us-east-1", "us-west-2"
+REGIONS = (HOME, OTHER)
+NODE_REPOSITORY, REGIONAL_REPOSITORY = "traingrid-mnp", "traingrid-horovod"
+MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+# The tags the template names by default (its version, whatever it is now).
+DEFAULTS = template_defaults(read_template(TEMPLATE))
+REGIONAL_TAG = DEFAULTS["TrainingImageRepository"].partition(":")[2] or "latest"
+NODE_TAG = DEFAULTS.get("NodeImageTag", "latest")
+
+
+@dataclass
+class Account:
+    """The emulated account, made healthy for the project's defaults (20 nodes of up to
+    96 vCPUs, campaigns of 10 × ml.p3.16xlarge in both regions)."""
+
+    emulator: Emulator
+    vpc: str = ""
+    subnets: list[str] = field(default_factory=list)
+
+    def healthy(self) -> Account:
+        ACCOUNT.set_quota("ec2", "Running On-Demand P instances", 20 * 96)
+        ACCOUNT.set_quota("sagemaker", "ml.p3.16xlarge for training job usage", 10)
+        ACCOUNT.set_quota("lambda", "Concurrent executions", 1000)
+        self.client("iam").create_service_linked_role(AWSServiceName="fsx.amazonaws.com")
+        for region in REGIONS:
+            self.push(REGIONAL_REPOSITORY, region, REGIONAL_TAG)
+        ec2 = self.client("ec2")
+        self.vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
+        self.subnets = [self.subnet(f"10.30.{i}.0/24", zone) for i, zone in enumerate("ab")]
+        return self
+
+    def client(self, service: str, region: str = HOME) -> Any:
+        key = (service, region)
+        if key not in CLIENTS:  # kept across emulator sessions: making one takes a while
+            CLIENTS[key] = SESSION.client(service, region_name=region)
+        return CLIENTS[key]
+
+    def push(self, repository: str, region: str, tag: str) -> None:
+        self.client("ecr", region).create_repository(repositoryName=repository)
+        self.push_to(repository, region, tag)
+
+    def push_to(self, repository: str, region: str, tag: str) -> None:
+        ecr = self.client("ecr", region)
+        ecr.put_image(repositoryName=repository, imageTag=tag, imageManifest=json.dumps(
+            {"schemaVersion": 2, "mediaType": MANIFEST, "config": {"digest": f"sha256:{'0' * 64}"},
+             "layers": []}))
+
+    def subnet(self, cidr: str, zone: str, vpc: str | None = None) -> str:
+        return self.client("ec2").create_subnet(
+            VpcId=vpc or self.vpc, CidrBlock=cidr,
+            AvailabilityZone=f"{HOME}{zone}")["Subnet"]["SubnetId"]
+
+    def doctor(self, *extra: str, subnets: list[str] | None = None) -> Any:
+        network = ["--parameter", f"VpcId={self.vpc}", "--parameter",
+                   f"TrainingSubnetIds={','.join(subnets or self.subnets)}"] if self.vpc else []
+        return runner.invoke(app, ["doctor", "--region", HOME, "--campaign-regions",
+                                   ",".join(REGIONS), *network, *extra])
+
+
+@pytest.fixture
+def account(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with Emulator() as emulator:
+        yield Account(emulator)
+
+
+def lines(result: Any, status: str) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith(status)]
+
+
+def test_a_healthy_account_passes_every_check(account):
+    result = account.healthy().doctor()
+    assert result.exit_code == 0, result.output
+    assert lines(result, "BLOCKER") == []
+    # Before the deploy, the node image's repository (the stack's own) cannot hold it yet.
+    (warning,) = lines(result, "warning")
+    assert (f"node image traingrid-mnp:{NODE_TAG}: the deploy creates repository traingrid-mnp in "
+            "us-east-1; push the image there (make push-images) before the first run") in warning
+    checks = {line.split()[1] for line in lines(result, "ok")}
+    assert checks == {"ec2-quota", "sagemaker-quota", "fsx", "images", "network", "lambda"}
+    assert "No blockers (1 warning(s))." in result.stdout
+
+
+def test_a_new_accounts_p_instance_quota_is_a_blocker(account):
+    account.healthy()
+    ACCOUNT.set_quota("ec2", "L-417A185B", 0)
+    result = account.doctor()
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert ("ec2-quota" in blocker and "P instances (on-demand, L-417A185B): 0 vCPUs in "
+            "us-east-1; 20 nodes × p3.16xlarge need 1280" in blocker)
+    assert ("--service-code ec2 --quota-code L-417A185B --desired-value 1920 "
+            "--region us-east-1") in blocker
+
+
+def test_a_quota_for_the_smaller_type_only_warns_and_fewer_nodes_pass(account):
+    account.healthy()
+    ACCOUNT.set_quota("ec2", "L-417A185B", 1280)
+    result = account.doctor()
+    assert result.exit_code == 0, result.output
+    warning = lines(result, "warning")[0]
+    assert "p3dn.24xlarge, p4d.24xlarge need 1920" in warning
+    fewer = account.doctor("--nodes", "10")
+    assert fewer.exit_code == 0 and " ec2-quota " not in "".join(lines(fewer, "warning"))
+
+
+def test_sagemaker_quota_missing_in_every_campaign_region_is_a_blocker(account):
+    account.healthy()
+    ACCOUNT.set_quota("sagemaker", "ml.p3.16xlarge for training job usage", 0)
+    result = account.doctor()
+    assert result.exit_code == 1
+    blockers = lines(result, "BLOCKER")
+    assert len(blockers) == 2
+    assert "us-west-2: 'ml.p3.16xlarge for training job usage' is 0; a campaign job needs 10: " \
+           "no campaign job can start" in blockers[1]
+    assert "--service-code sagemaker" in blockers[1] and "--region us-west-2" in blockers[1]
+
+
+def test_sagemaker_quota_missing_in_one_region_warns_and_spot_needs_its_own(account):
+    account.healthy()
+    ACCOUNT.set_quota("sagemaker", "ml.p3.16xlarge for training job usage", 0, [OTHER])
+    result = account.doctor()
+    assert result.exit_code == 0, result.output
+    (warning,) = [line for line in lines(result, "warning") if "sagemaker-quota" in line]
+    assert "us-west-2:" in warning and "its data trains in us-east-1 instead" in warning
+    spot = account.doctor("--parameter", "ManagedSpot=true")
+    assert spot.exit_code == 1
+    assert any("'ml.p3.16xlarge for spot training job usage' is 0" in line
+               for line in lines(spot, "BLOCKER"))
+
+
+def test_no_fsx_service_linked_role_is_a_blocker_unless_the_stack_may_create_it(account,
+                                                                                 tmp_path):
+    account.healthy()
+    account.client("iam").delete_service_linked_role(RoleName="AWSServiceRoleForAmazonFSx")
+    result = account.doctor()
+    assert result.exit_code == 0, result.output
+    assert any("does not exist yet: the first file system creates it (the stack's roles may)"
+               in line for line in lines(result, "ok"))
+    # A template whose roles may not create it (as before this release).
+    template = tmp_path / "template.yaml"
+    template.write_text("".join(
+        line for line in TEMPLATE.read_text().splitlines(keepends=True)
+        if "aws-service-role/fsx.amazonaws.com/" not in line))
+    result = account.doctor("--template", str(template))
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert "fsx" in blocker and "AWSServiceRoleForAmazonFSx does not exist" in blocker
+    assert ("you may create it: aws iam create-service-linked-role --aws-service-name "
+            "fsx.amazonaws.com") in blocker
+    ACCOUNT.denied.add("iam:CreateServiceLinkedRole")
+    assert "an administrator must create it" in lines(
+        account.doctor("--template", str(template)), "BLOCKER")[0]
+
+
+def test_an_image_missing_in_a_campaign_region_is_a_blocker_with_the_push_command(account):
+    account.healthy()
+    account.client("ecr", OTHER).batch_delete_image(
+        repositoryName=REGIONAL_REPOSITORY, imageIds=[{"imageTag": "latest"}])
+    result = account.doctor("--parameter", "TrainingImageRepository=traingrid-horovod:v2")
+    assert result.exit_code == 1
+    blockers = lines(result, "BLOCKER")
+    assert "SageMaker image traingrid-horovod:v2 in us-east-1: the repository has no image v2" \
+        in blockers[0]
+    assert "SageMaker image traingrid-horovod:v2 in us-west-2: the repository has no image v2" \
+        in blockers[1]
+    assert 'make push-images REGIONS="us-east-1 us-west-2"' in blockers[-1]
+
+
+def test_the_node_image_is_read_from_training_image_uri_or_the_template(account):
+    account.healthy()
+    result = account.doctor("--parameter", f"TrainingImageUri=123456789012.dkr.ecr.{HOME}."
+                                           "amazonaws.com/traingrid-node:1.4")
+    assert result.exit_code == 1
+    assert "node image traingrid-node:1.4 in us-east-1: no repository traingrid-node" in \
+        lines(result, "BLOCKER")[0]
+    # The template's own repository, there before the deploy: the deploy would fail.
+    account.push(NODE_REPOSITORY, HOME, NODE_TAG)
+    result = account.doctor()
+    assert result.exit_code == 1
+    assert ("node image: repository traingrid-mnp exists already in us-east-1, and the deploy "
+            "creates it: CloudFormation would fail") in lines(result, "BLOCKER")[0]
+
+
+def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(account):
+    account.healthy()
+    small = account.subnet("10.30.9.0/28", "a")  # AWS keeps 5 of its 16 addresses
+    result = account.doctor(subnets=[small])
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert "us-east-1a has 11 free addresses; 20 nodes need 20 in one zone" in blocker
+    other_vpc = account.client("ec2").create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+    stray = account.subnet("10.40.1.0/24", "a", other_vpc)
+    result = account.doctor(subnets=[account.subnets[0], stray])
+    assert result.exit_code == 1
+    assert f"subnet {stray} is in {other_vpc}, not in VpcId {account.vpc}" in \
+        lines(result, "BLOCKER")[0]
+
+
+def reserving(tmp_path: Path, reserved: int | None) -> str:
+    """template.yaml with the janitor reserving ``reserved`` (None: no function reserving)."""
+    template = read_template(TEMPLATE)
+    for resource in template["Resources"].values():
+        resource.get("Properties", {}).pop("ReservedConcurrentExecutions", None)
+    if reserved is not None:
+        janitor = template["Resources"]["JanitorFunction"]["Properties"]
+        janitor["ReservedConcurrentExecutions"] = reserved
+    path = tmp_path / f"template-{reserved}.json"
+    path.write_text(json.dumps(template))
+    return str(path)
+
+
+def test_a_new_accounts_lambda_concurrency_is_a_blocker_for_a_stack_that_reserves(account,
+                                                                                  tmp_path):
+    account.healthy()
+    ACCOUNT.set_quota("lambda", "Concurrent executions", 10)
+    result = account.doctor("--template", reserving(tmp_path, 1))
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert ("10 concurrent executions in us-east-1, 10 unreserved; the stack reserves 1 "
+            "(JanitorFunction 1): Lambda keeps 10 unreserved, so the deploy fails") in blocker
+    assert "--service-code lambda --quota-code L-B99A9384 --desired-value 1000" in blocker
+    # Reserving nothing, it deploys: its calls throttle beyond 10 at once.
+    result = account.doctor("--template", reserving(tmp_path, None))
+    assert result.exit_code == 0, result.output
+    assert "the stack reserves none: more than 10 calls at once are throttled" in \
+        [line for line in lines(result, "warning") if " lambda " in line][0]
+    ACCOUNT.set_quota("lambda", "Concurrent executions", 1000)
+    result = account.doctor("--template", reserving(tmp_path, 1))
+    assert result.exit_code == 0 and " lambda " not in "".join(lines(result, "warning"))
+
+
+def test_a_permission_the_doctor_lacks_is_a_warning_naming_it(account):
+    account.healthy()
+    ACCOUNT.denied.add("servicequotas:GetServiceQuota")
+    result = account.doctor()
+    assert result.exit_code == 0, result.output
+    warning = lines(result, "warning")[0]
+    assert "ec2-quota" in warning
+    assert "not checked: this identity may not call servicequotas:GetServiceQuota" in warning
+
+
+def test_json_and_samconfig_parameter_overrides(account, tmp_path):
+    account.healthy()
+    samconfig = tmp_path / "samconfig.toml"
+    samconfig.write_text(
+        '[default.deploy.parameters]\nparameter_overrides = "VpcId=vpc-0missing '
+        f'TrainingSubnetIds=\\"{",".join(account.subnets)}\\" MaxVcpus=256"\n')
+    result = runner.invoke(app, ["doctor", "--region", HOME, "--samconfig", str(samconfig),
+                                 "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["read_from"][1].endswith("parameter_overrides")
+    blockers = [f["message"] for f in report["findings"] if f["status"] == "blocker"]
+    assert blockers == [
+        "MaxVcpus is 256; 20 nodes need at least 1280: deploy with MaxVcpus=1280 or more",
+        "VPC vpc-0missing does not exist in us-east-1: deploy with the VpcId of the training "
+        "VPC"]
+
+
+def test_a_deployed_stack_is_checked_with_its_own_parameters(account):
+    from traingrid_local.environment import deploy_traingrid
+
+    account.healthy()
+    deployment = deploy_traingrid(account.emulator, regions=())
+    try:
+        account.push_to(NODE_REPOSITORY, HOME, NODE_TAG)  # the stack made its repository
+        result = runner.invoke(app, ["doctor", "--stack", "traingrid", "--region", HOME])
+        assert result.exit_code == 0, result.output
+        assert "stack traingrid in us-east-1" in result.stdout
+        # The stack's own subnets (made by the emulated deploy), not any flag's.
+        network = next(line for line in lines(result, "ok") if " network " in line)
+        assert deployment.stack.name == "traingrid" and "10.20.0.0/16" in network
+        reserved = sum(int(r["Properties"].get("ReservedConcurrentExecutions", 0))
+                       for r in read_template(TEMPLATE)["Resources"].values()
+                       if r["Type"] == "AWS::Serverless::Function")
+        assert f"{1000 - reserved} unreserved" in result.stdout
+    finally:
+        deployment.close()
+
+
+def test_invalid_options_and_an_unknown_stack(account):
+    result = runner.invoke(app, ["doctor", "--region", HOME, "--nodes", "0", "--parameter",
+                                 "VpcId", "--campaign-instance-type", "ml.t3.medium"])
+    assert result.exit_code == 2
+    assert "--nodes 0 must be 1-500" in result.stderr and "not Key=Value: 'VpcId'" in \
+        result.stderr and "--campaign-instance-type ml.t3.medium" in result.stderr
+    result = runner.invoke(app, ["doctor", "--region", HOME, "--stack", "nope"])
+    assert result.exit_code == 3 and "cannot read stack nope in us-east-1" in result.stderr

@@ -200,10 +200,11 @@ def test_job_stuck_in_runnable_is_terminated_with_a_diagnosis(run_scenario):
     outcome = run_scenario("stuck-runnable")
     execution = outcome.execution
     assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobStuck")
-    assert "No capacity for 20 × p3.16xlarge in job queue traingrid-TrainingJobQueue" in (
+    queue = outcome.stack.outputs["TrainingJobQueueArn"]
+    # The queue's own name (CloudFormation's `TrainingJobQueue-<random>`), as Batch says it.
+    assert f"No capacity for 20 × p3.16xlarge in job queue {queue.rsplit('/', 1)[1]}:" in (
         execution["cause"])
     batch = outcome.emulator.client("batch")
-    queue = outcome.stack.outputs["TrainingJobQueueArn"]
     (job,) = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
     assert job["jobName"] == execution["name"]
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)

@@ -7,10 +7,14 @@ colours the browser computes, not class names alone), the log, the regional jobs
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from tests.console.conftest import (
     ARTIFACTS,
+    DATASET,
     GREEN,
     GREY,
     WAIT_MS,
@@ -86,3 +90,57 @@ def test_a_fanout_shows_each_regions_job_and_its_map_inside_the_graph(healthy, p
         "data-outcome", "succeeded")
     assert stroke(page, "RecordRegionJob") == GREEN
     page.screenshot(path=ARTIFACTS / "campaign-fanout.png", full_page=True)
+
+
+ATTACK_PAGE = """<!doctype html><title>elsewhere</title>
+<form id="form" method="POST" action="{api}/runs" enctype="text/plain">
+  <input name='{{"dataset": "{dataset}", "nodes": 2, "pad": "' value='"}}'>
+</form>
+<script>
+const body = JSON.stringify({{dataset: "{dataset}", nodes: 2}});
+const tries = [
+  fetch("{api}/runs", {{method: "POST", mode: "no-cors", body,
+                        headers: {{"Content-Type": "text/plain"}}}}),
+  fetch("{api}/campaigns/av-drive-2026-11/runs", {{method: "POST", mode: "no-cors"}}),
+  fetch("{api}/runs", {{method: "POST", body, headers: {{"Content-Type": "application/json"}}}}),
+  fetch("{api}/runs"),
+];
+Promise.allSettled(tries).then((settled) => {{
+  document.body.dataset.read = settled.filter((s) => s.status === "fulfilled" &&
+                                                     s.value.type !== "opaque").length;
+}});
+</script>"""
+
+
+def test_a_page_elsewhere_can_neither_start_a_run_nor_read_one(healthy, page):
+    """A site the user visits, on another origin, calling fetch then posting a form."""
+    html = ATTACK_PAGE.format(api=healthy.url, dataset=DATASET).encode()
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(html)))
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    client = ApiClient(healthy.url, timeout=30)
+    before = {run["name"] for run in client.get("/runs", limit=100)["runs"]}
+    try:
+        page.goto(f"http://127.0.0.1:{site.server_port}/")
+        # Every fetch settled; none could read an answer (no CORS header allows it).
+        playwright.expect(page.locator("body")).to_have_attribute("data-read", "0")
+        with page.expect_navigation(url=f"{healthy.url}/runs"):
+            page.evaluate("document.getElementById('form').submit()")
+        # The form's answer, shown as a page: the server's refusal.
+        assert "not this server" in page.content()
+        page.screenshot(path=ARTIFACTS / "cross-origin-form-refused.png")
+    finally:
+        site.shutdown()
+        site.server_close()
+    assert {run["name"] for run in client.get("/runs", limit=100)["runs"]} == before

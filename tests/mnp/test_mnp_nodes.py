@@ -529,3 +529,30 @@ def test_a_node_without_efa_sets_no_libfabric_provider(cluster, tmp_path: Path, 
     assert "no EFA on this instance type" in main.log
     argv = json.loads((tmp_path / "mpirun-0.json").read_text())["argv"]
     assert "FI_PROVIDER" not in argv
+
+
+def test_the_job_s_ssh_keys_are_handed_out_through_the_rendezvous(
+        cluster, tmp_path: Path, fake_bin) -> None:
+    """Workers send their host keys; the main node's known_hosts gets them, each worker the
+    job's public key (from the main node's address only), and mpirun ssh's configuration."""
+    bin_dir = fake_bin("mpirun", RECORDING_PROGRAM)
+    sshd = fake_bin("fake-sshd", "import sys; sys.exit(0)\n") / "fake-sshd"
+    env = {"PATH": with_path(bin_dir), "RECORD_DIR": str(tmp_path),
+           "TRAINGRID_START_SSHD": None, "TRAINGRID_SSHD_COMMAND": str(sshd)}
+    nodes = [cluster.start(i, 3, {**env, "TRAINGRID_SSH_DIR": str(tmp_path / f"ssh-{i}")},
+                           args=["python3", "train.py"]) for i in (2, 1, 0)]
+
+    assert [node.wait() for node in nodes] == [0, 0, 0], nodes[2].log
+    main = tmp_path / "ssh-0"
+    job_key = " ".join((main / "id_ed25519.pub").read_text().split()[:2])
+    for index in (1, 2):
+        host_key = " ".join((tmp_path / f"ssh-{index}" / "ssh_host_ed25519_key.pub")
+                            .read_text().split()[:2])
+        assert f"127.0.0.1 {host_key}\n" in (main / "known_hosts").read_text()
+        assert (tmp_path / f"ssh-{index}" / "authorized_keys").read_text() == (
+            f'from="127.0.0.1",restrict {job_key}\n')
+    assert not (main / "ssh_host_ed25519_key").exists()  # the main node runs no sshd
+    argv = json.loads((tmp_path / "mpirun-0.json").read_text())["argv"]
+    assert ["plm_rsh_agent", f"ssh -F {main / 'ssh_config'}"] in [
+        argv[i:i + 2] for i in range(len(argv))]
+    assert "StrictHostKeyChecking yes" in (main / "ssh_config").read_text()

@@ -54,8 +54,8 @@ def agents(tmp_path: Path, nodes: int, min_nodes: int, max_restarts: int,
     for node in range(nodes):
         command = build_torchrun_command(
             min_nodes=min_nodes, max_nodes=nodes, nproc_per_node=1, main_address="127.0.0.1",
-            local_address="127.0.0.1", port=port, run_id="run-1", is_main=node == 0, max_restarts=max_restarts,
-            train_command=[str(script)])
+            local_address="127.0.0.1", port=port, run_id="run-1", is_main=node == 0,
+            max_restarts=max_restarts, train_command=[str(script)])
         # On one machine the rendezvous need not wait long for late nodes.
         command = [f"{arg},last_call_timeout=2" if arg.startswith("--rdzv-conf") else arg
                    for arg in command]

@@ -189,6 +189,8 @@ class JanitorSettings(DatabaseSettings):
     training_run_state_machine_arn: str = env("TRAINING_RUN_STATE_MACHINE_ARN")
     campaign_fanout_state_machine_arn: str = env("CAMPAIGN_FANOUT_STATE_MACHINE_ARN")
     training_job_queue: str = env("TRAINING_JOB_QUEUE")
+    # The table of the lease that keeps passes from overlapping; unset: no lease taken.
+    janitor_lease_table: str | None = env("JANITOR_LEASE_TABLE", default=None)
 
     @property
     def state_machines(self) -> tuple[str, str]:

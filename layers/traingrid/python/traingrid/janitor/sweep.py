@@ -7,16 +7,20 @@ It runs on a schedule, and at once when an execution of this stack ends ABORTED,
 FAILED (Step Functions cannot catch a StopExecution, so no state of the run itself cleans up
 then). A pass is idempotent: what is already released is not found again, what is being
 released (an export, a stopping job) is waited for by a later pass. One failing call does not
-stop the pass: it is reported, and the next pass tries again.
+stop the pass: it is reported, and the next pass tries again. Passes never overlap: each holds
+the janitor's lease (``aws.leases``) while it runs, and one started while another holds it
+ends at once, leaving the work to the pass that runs.
 """
 
 from __future__ import annotations
 
 import functools
+import uuid
 from datetime import timedelta
 from typing import Any
 
 from traingrid import clock
+from traingrid.aws import leases
 from traingrid.errors import RequestInvalid
 from traingrid.janitor.attempts import Attempts
 from traingrid.janitor.decide import FILE_SYSTEM, PENDING, RELEASING, RUNNING, Action, decide
@@ -27,6 +31,10 @@ from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
+LEASE = "janitor-pass"
+# A pass ends within the function's Timeout (300 s), so a lease outlives any pass; one whose
+# pass was cut short frees itself this long after it was taken.
+PASS_LEASE_S = 360
 
 
 def trigger_of(event: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +55,22 @@ def trigger_of(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def sweep(event: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
+    """One pass, unless another holds the janitor's lease (then nothing is done)."""
     trigger = trigger_of(event)
+    table, holder = settings.janitor_lease_table, str(uuid.uuid4())
+    if table and not leases.acquire(table, LEASE, holder, clock.now().timestamp(),
+                                    PASS_LEASE_S):
+        logger.info("janitor pass skipped: another pass is running", extra={"trigger": trigger})
+        metrics.add_metric(name="JanitorPassesSkipped", unit="Count", value=1)
+        return {"trigger": trigger, "skipped": "another janitor pass is running"}
+    try:
+        return _pass(trigger, settings)
+    finally:
+        if table:
+            leases.release(table, LEASE, holder)
+
+
+def _pass(trigger: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
     now = clock.now()
     attempts = Attempts()
     inventory = Inventory(settings, attempts)

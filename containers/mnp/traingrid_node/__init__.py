@@ -5,9 +5,11 @@ It turns the N nodes into one MPI/Horovod or torchrun job:
 
 1. validate the AWS Batch environment and detect this node's GPUs;
 2. mount FSx for Lustre when ``FSX_DNS_NAME``/``FSX_MOUNT_NAME`` are set;
-3. start sshd when ``mpirun`` on the main node needs to reach the other nodes;
-4. rendezvous over TCP: workers register (address, slots) with the main node, which waits for
-   all of them (with a timeout) and writes the MPI host file, main node first;
+3. find its address and the interface that holds it (never ECS's link-local ``ecs-eth0``);
+4. rendezvous over TCP: workers start sshd with a host key of their own and register (address,
+   interface, slots, host key) with the main node, which waits for all of them (with a
+   timeout), writes the MPI host file, main node first, makes the job's ssh key and sends it
+   to the workers, which let it in from the main node's address only;
 5. launch: ``mpirun`` on the main node only (the workers stay connected until it finishes and
    then exit with its status) or ``torchrun`` on every node;
 6. forward SIGTERM/SIGINT to the launcher's process group and exit with its status.

@@ -29,6 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from traingrid.aws import secrets as db_secrets
 from traingrid.aws.secrets import ca_bundle, url_from_secret
+from traingrid_local.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYER_BUNDLE = ROOT / "layers" / "database" / "rds-ca" / "global-bundle.pem"
@@ -196,3 +197,13 @@ def test_a_url_secret_is_used_as_given():
     """A secret holding a whole URL (bring your own database) says its own TLS settings."""
     url = "postgresql+psycopg://u:p@db.example/x?sslmode=verify-full&sslrootcert=/etc/ca.pem"
     assert url_from_secret({"url": url}) == url
+
+
+def test_the_bundle_is_where_lambda_unpacks_the_database_layer():
+    """SAM's Python builder puts a layer's sources under python/, which Lambda unpacks at
+    /opt/python: the first place the functions look."""
+    layer = load_template()["Resources"]["DatabaseLayer"]
+    assert layer["Metadata"]["BuildMethod"].startswith("python")
+    assert (ROOT / layer["Properties"]["ContentUri"] / db_secrets.CA_BUNDLE_NAME).samefile(
+        LAYER_BUNDLE)
+    assert db_secrets._CA_BUNDLE_PLACES[0] == Path("/opt/python") / db_secrets.CA_BUNDLE_NAME

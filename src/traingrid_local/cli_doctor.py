@@ -42,8 +42,9 @@ def _print(report: Report) -> None:
         stdout.print(line, highlight=False, soft_wrap=True)
     blockers, warnings = len(report.blockers), len(report.warnings)
     if blockers:
-        stdout.print(f"{blockers} blocker(s), {warnings} warning(s): fix the blockers, then "
-                     "make push-images and sam deploy", highlight=False)
+        before = "its next run" if report.stack else "deploying (README: First deploy)"
+        stdout.print(f"{blockers} blocker(s), {warnings} warning(s): fix the blockers before "
+                     f"{before}", highlight=False)
     else:
         stdout.print(f"No blockers ({warnings} warning(s)).", highlight=False)
 

@@ -50,7 +50,21 @@ class Account:
         ec2 = self.client("ec2")
         self.vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
         self.subnets = [self.subnet(f"10.30.{i}.0/24", zone) for i, zone in enumerate("ab")]
+        self.nat_route(self.vpc)
         return self
+
+    def nat_route(self, vpc: str) -> None:
+        """The VPC's main route table sends 0.0.0.0/0 through a NAT gateway (in a public
+        subnet of its own)."""
+        ec2 = self.client("ec2")
+        public = ec2.create_subnet(VpcId=vpc, CidrBlock=_last_block(ec2, vpc))["Subnet"]
+        allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+        nat = ec2.create_nat_gateway(SubnetId=public["SubnetId"], AllocationId=allocation)
+        main = ec2.describe_route_tables(Filters=[
+            {"Name": "vpc-id", "Values": [vpc]},
+            {"Name": "association.main", "Values": ["true"]}])["RouteTables"][0]
+        ec2.create_route(RouteTableId=main["RouteTableId"], DestinationCidrBlock="0.0.0.0/0",
+                         NatGatewayId=nat["NatGateway"]["NatGatewayId"])
 
     def client(self, service: str, region: str = HOME) -> Any:
         key = (service, region)
@@ -80,6 +94,11 @@ class Account:
                                    ",".join(REGIONS), *network, *extra])
 
 
+def _last_block(ec2: Any, vpc: str) -> str:
+    cidr = ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"][0]["CidrBlock"]
+    return cidr.rsplit(".", 2)[0] + ".255.0/24"
+
+
 @pytest.fixture
 def account(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
@@ -98,7 +117,8 @@ def test_a_healthy_account_passes_every_check(account):
     # Before the deploy, the node image's repository (the stack's own) cannot hold it yet.
     (warning,) = lines(result, "warning")
     assert (f"node image traingrid-mnp:{NODE_TAG}: the deploy creates repository traingrid-mnp in "
-            "us-east-1; push the image there (make push-images) before the first run") in warning
+            "us-east-1; push the image after it, before the first run: make push-images "
+            f"HOME_REGION=us-east-1 TAG={NODE_TAG}") in warning
     checks = {line.split()[1] for line in lines(result, "ok")}
     assert checks == {"ec2-quota", "sagemaker-quota", "fsx", "images", "network", "lambda"}
     assert "No blockers (1 warning(s))." in result.stdout
@@ -187,7 +207,8 @@ def test_an_image_missing_in_a_campaign_region_is_a_blocker_with_the_push_comman
         in blockers[0]
     assert "SageMaker image traingrid-horovod:v2 in us-west-2: the repository has no image v2" \
         in blockers[1]
-    assert 'make push-images REGIONS="us-east-1 us-west-2"' in blockers[-1]
+    assert ('push them: make push-images HOME_REGION=us-east-1 REGIONS="us-east-1 us-west-2" '
+            "TAG=v2") in blockers[-1]
 
 
 def test_the_node_image_is_read_from_training_image_uri_or_the_template(account):
@@ -203,6 +224,24 @@ def test_the_node_image_is_read_from_training_image_uri_or_the_template(account)
     assert result.exit_code == 1
     assert ("node image: repository traingrid-mnp exists already in us-east-1, and the deploy "
             "creates it: CloudFormation would fail") in lines(result, "BLOCKER")[0]
+
+
+def test_subnets_without_a_way_out_to_aws_are_a_blocker_unless_the_vpc_has_endpoints(account):
+    account.healthy()
+    ec2 = account.client("ec2")
+    isolated = ec2.create_route_table(VpcId=account.vpc)["RouteTable"]["RouteTableId"]
+    ec2.associate_route_table(RouteTableId=isolated, SubnetId=account.subnets[1])
+    result = account.doctor()
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert (f"subnet(s) {account.subnets[1]} have no default route through a NAT gateway and "
+            "the VPC no endpoints: the functions in them cannot reach AWS's APIs") in blocker
+    ec2.create_vpc_endpoint(VpcId=account.vpc, ServiceName=f"com.amazonaws.{HOME}.states",
+                            VpcEndpointType="Interface", SubnetIds=[account.subnets[1]])
+    result = account.doctor()
+    assert result.exit_code == 0, result.output
+    assert "the VPC has endpoints for states: every API the functions call" in \
+        "".join(lines(result, "warning"))
 
 
 def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(account):
@@ -287,13 +326,28 @@ def test_a_deployed_stack_is_checked_with_its_own_parameters(account):
     account.healthy()
     deployment = deploy_traingrid(account.emulator, regions=())
     try:
-        account.push_to(NODE_REPOSITORY, HOME, NODE_TAG)  # the stack made its repository
+        result = runner.invoke(app, ["doctor", "--stack", "traingrid", "--region", HOME])
+        assert result.exit_code == 1
+        assert "stack traingrid in us-east-1" in result.stdout
+        # The stack made the node image's repository; nothing is pushed yet.
+        images, no_way_out = [line for line in lines(result, "BLOCKER") if " images " in line], [
+            line for line in lines(result, "BLOCKER") if " network " in line]
+        assert f"node image traingrid-mnp:{NODE_TAG} in us-east-1: the repository has no " \
+               f"image {NODE_TAG}" in images[0]
+        assert images[1].endswith(f"push them: make push-images HOME_REGION=us-east-1 "
+                                  f"TAG={NODE_TAG}")
+        # The emulated deploy's VPC has no way out: the functions in it could not call AWS.
+        assert "have no default route through a NAT gateway and the VPC no endpoints" in \
+            no_way_out[0]
+        account.push_to(NODE_REPOSITORY, HOME, NODE_TAG)
+        vpc = next(p["ParameterValue"] for p in account.client("cloudformation").describe_stacks(
+            StackName="traingrid")["Stacks"][0]["Parameters"] if p["ParameterKey"] == "VpcId")
+        account.nat_route(vpc)
         result = runner.invoke(app, ["doctor", "--stack", "traingrid", "--region", HOME])
         assert result.exit_code == 0, result.output
-        assert "stack traingrid in us-east-1" in result.stdout
         # The stack's own subnets (made by the emulated deploy), not any flag's.
         network = next(line for line in lines(result, "ok") if " network " in line)
-        assert deployment.stack.name == "traingrid" and "10.20.0.0/16" in network
+        assert "10.20.0.0/16" in network
         reserved = sum(int(r["Properties"].get("ReservedConcurrentExecutions", 0))
                        for r in read_template(TEMPLATE)["Resources"].values()
                        if r["Type"] == "AWS::Serverless::Function")

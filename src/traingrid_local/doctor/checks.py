@@ -254,28 +254,34 @@ def images(needs: Needs, aws: Aws) -> Iterator[Finding]:
     if node is None:
         yield Finding(name, WARNING, "the template names no node image (TrainingImageUri or a "
                                      "job definition's ECR image); not checked")
-    missing_regions = []
+    missing: list[tuple[str, Image]] = []
     for what, image in wanted:
         if image.repository is None:
             yield Finding(name, WARNING, f"{what} {image.uri} is not in ECR: not checked")
             continue
         if image.created_by_deploy:
-            yield _repository_the_deploy_creates(what, image, aws)
+            yield _repository_the_deploy_creates(what, image, needs, aws)
             continue
         problem = _image_problem(aws, image)
         if problem is None:
             yield Finding(name, OK, f"{what} {image.name} is in {image.region}")
         else:
-            missing_regions.append(image.region)
+            missing.append((what, image))
             yield Finding(name, BLOCKER, f"{what} {image.name} in {image.region}: {problem}")
-    if missing_regions:
-        regions = " ".join(dict.fromkeys(missing_regions))
-        yield Finding(name, BLOCKER, (
-            f'push the images first: make push-images REGIONS="{regions}" (deploy '
-            "regional/template.yaml in those regions first: it creates their repository)"))
+    for tag in dict.fromkeys(image.tag for _, image in missing):
+        regions = " ".join(dict.fromkeys(i.region for what, i in missing
+                                         if i.tag == tag and what == "SageMaker image"))
+        yield Finding(name, BLOCKER, f"push them: {_push_images(needs, tag, regions)}" + (
+            " (a campaign region's repository comes with regional/template.yaml, deployed "
+            "there first)" if regions else ""))
 
 
-def _repository_the_deploy_creates(what: str, image: Image, aws: Aws) -> Finding:
+def _push_images(needs: Needs, tag: str, regions: str | None = None) -> str:
+    command = f"make push-images HOME_REGION={needs.region}"
+    return command + (f' REGIONS="{regions}"' if regions else "") + f" TAG={tag}"
+
+
+def _repository_the_deploy_creates(what: str, image: Image, needs: Needs, aws: Aws) -> Finding:
     try:
         aws.call("ecr", "describe_repositories", image.region,
                  repositoryNames=[image.repository])
@@ -284,7 +290,8 @@ def _repository_the_deploy_creates(what: str, image: Image, aws: Aws) -> Finding
             raise
         return Finding("images", WARNING, (
             f"{what} {image.name}: the deploy creates repository {image.repository} in "
-            f"{image.region}; push the image there (make push-images) before the first run"))
+            f"{image.region}; push the image after it, before the first run: "
+            + _push_images(needs, image.tag)))
     return Finding("images", BLOCKER, (
         f"{what}: repository {image.repository} exists already in {image.region}, and the "
         "deploy creates it: CloudFormation would fail (AlreadyExists). Delete it, or deploy "
@@ -356,6 +363,44 @@ def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
             "subnet in one zone to TrainingSubnetIds, or run fewer nodes"))
     else:
         yield Finding(name, OK, f"{summary} ≥ {needs.nodes} nodes")
+    yield from _routes_to_aws(needs, aws)
+
+
+# A private subnet's way out: a NAT gateway, a transit gateway, a NAT instance or appliance.
+EGRESS_TARGETS = ("NatGatewayId", "TransitGatewayId", "InstanceId", "NetworkInterfaceId")
+
+
+def _routes_to_aws(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """The functions in the training subnets (the API, the database's) call AWS's APIs: each
+    subnet needs a default route out that is not an internet gateway (their interfaces have
+    no public address), or the VPC endpoints of those APIs."""
+    tables = list(aws.pages("ec2", "describe_route_tables", "RouteTables",
+                            Filters=[{"Name": "vpc-id", "Values": [needs.vpc_id]}]))
+    main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))),
+                None)
+    stranded = []
+    for subnet_id in needs.subnet_ids:
+        table = next((t for t in tables if any(a.get("SubnetId") == subnet_id
+                                               for a in t.get("Associations", []))), main)
+        routes = table.get("Routes", []) if table else []
+        if not any(r.get("DestinationCidrBlock") == "0.0.0.0/0" and
+                   any(r.get(k) for k in EGRESS_TARGETS) for r in routes):
+            stranded.append(subnet_id)
+    if not stranded:
+        return
+    endpoints = [e["ServiceName"].rsplit(".", 1)[-1] for e in aws.pages(
+        "ec2", "describe_vpc_endpoints", "VpcEndpoints",
+        Filters=[{"Name": "vpc-id", "Values": [needs.vpc_id]}])]
+    where = f"subnet(s) {', '.join(stranded)} have no default route through a NAT gateway"
+    if endpoints:
+        yield Finding("network", WARNING, (
+            f"{where}; the VPC has endpoints for {', '.join(sorted(set(endpoints)))}: every "
+            "API the functions call (states, batch, fsx, sagemaker, secretsmanager, logs, "
+            "sts…) needs one"))
+    else:
+        yield Finding("network", BLOCKER, (
+            f"{where} and the VPC no endpoints: the functions in them cannot reach AWS's APIs. "
+            "Add a NAT gateway route (0.0.0.0/0) to their route table, or VPC endpoints"))
 
 
 def lambda_concurrency(needs: Needs, aws: Aws) -> Iterator[Finding]:

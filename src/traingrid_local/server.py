@@ -52,6 +52,7 @@ OPENAPI = PROJECT_ROOT / "schema" / "openapi.yaml"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 JSON_TYPE = "application/json"
 TOKEN_QUERY = "token"
+_TOKEN_IN_QUERY = re.compile(rf"([?&]{TOKEN_QUERY}=)[^&]*")
 # Dots or slashes hidden by percent-encoding, or a backslash some clients read as a slash.
 _HIDDEN_SEPARATOR = re.compile(r"%2e|%2f|%5c|\\", re.IGNORECASE)
 
@@ -340,10 +341,14 @@ class _Api:
             headers.setlist(name, [str(v) for v in values])
         for hop in ("Content-Length", "Connection", "Transfer-Encoding"):
             headers.pop(hop, None)
+        # No page elsewhere may read an answer, whatever the function behind says.
+        for name in {name for name, _ in headers.items()
+                     if name.lower().startswith("access-control-")}:
+            del headers[name]
         response = Response(data, status=int(result.get("statusCode", 502)), headers=headers)
         if self.request_log is not None:
-            self.request_log(f"{request.method} {request.environ.get('RAW_URI', request.path)} → "
-                             f"{response.status_code} "
+            logged = _TOKEN_IN_QUERY.sub(r"\1…", _target(request))
+            self.request_log(f"{request.method} {logged} → {response.status_code} "
                              f"({(time.monotonic() - started) * 1000:.0f} ms)")
         return response(environ, start_response)
 

@@ -23,9 +23,10 @@ import pytest
 from moto import mock_aws
 
 from tests.integration.conftest import serving
-from traingrid_local.client import ApiClient
+from traingrid_local.client import TOKEN_HEADER, ApiClient
 from traingrid_local.console.remote import remote
 from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.server import ApiServer
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +91,6 @@ SERVE_ATTACKS = {
         "Content-Type": "application/x-www-form-urlencoded", "Origin": EVIL}, 403),
     "multipart POST": ("POST", "/runs", "--b\r\n\r\n" + RUN + "\r\n--b--\r\n", {
         "Content-Type": "multipart/form-data; boundary=b"}, 415),
-    # (the fan-out's fields all have defaults: an empty body would start one)
     "POST without a body or type": ("POST", "/campaigns/av-drive-2026-11/runs", None, {}, 400),
     "empty text/plain POST": ("POST", "/campaigns/av-drive-2026-11/runs", "", {
         "Content-Type": "text/plain"}, 415),
@@ -299,3 +299,23 @@ def test_with_its_token_the_console_sends_declared_routes_on_signed(console, see
         assert SIGNED.fullmatch(request["Authorization"]), request
         assert "Cookie" not in request and "X-TrainGrid-Token" not in request
     assert seen[1]["body"] == RUN and seen[1]["Idempotency-Key"] == "k-1"
+
+
+def test_no_answer_carries_cors_headers_and_the_log_never_shows_the_token():
+    """Whatever the function behind answers, no page elsewhere is allowed to read it."""
+    logged: list[str] = []
+
+    def permissive(event: dict) -> dict:
+        return {"statusCode": 200, "body": "{}", "headers": {
+            "Content-Type": "application/json", "Access-Control-Allow-Origin": "*"},
+            "multiValueHeaders": {"access-control-allow-credentials": ["true"]}}
+
+    with ApiServer(permissive, 0, logged.append, routes=[("GET", "/runs")],
+                   token=True) as server:
+        status, response, _ = send(server.url, "GET", "/runs", None,
+                                   {TOKEN_HEADER: server.token})
+        assert send(server.url, "GET", f"/console?token={server.token}")[0] == 303
+    assert status == 200
+    assert not [name for name, _ in response.getheaders()
+                if name.lower().startswith("access-control-")], response.getheaders()
+    assert len(logged) == 2 and not [line for line in logged if server.token in line], logged

@@ -8,7 +8,15 @@ from datetime import UTC, datetime
 import pytest
 
 from traingrid_local.cron import interval_seconds, last_due
-from traingrid_local.server import api_routes, match_route, proxy_event
+from traingrid_local.server import (
+    api_routes,
+    match_route,
+    openapi_routes,
+    own_hosts,
+    path_problem,
+    proxy_event,
+    split_target,
+)
 
 ROUTES = api_routes()
 SUNDAY = datetime(2026, 11, 22, 10, 17, 42, tzinfo=UTC)
@@ -38,6 +46,31 @@ def test_a_request_becomes_the_rest_proxy_event_api_gateway_sends():
     get = proxy_event(ROUTES, "GET", "/runs/r-1", [], b"", "127.0.0.1", "h")
     assert (get["resource"], get["pathParameters"], get["body"]) == (
         "/runs/{name}", {"name": "r-1"}, None)
+
+
+def test_the_console_of_a_stack_sends_on_the_documents_routes_which_are_the_templates():
+    assert sorted(openapi_routes()) == sorted(ROUTES)
+
+
+@pytest.mark.parametrize("path", ["/runs", "/runs/a-1/logs", "/runs/a%20b", "/runs/"])
+def test_a_plain_path_has_no_problem(path):
+    assert path_problem(path) is None
+
+
+@pytest.mark.parametrize(("path", "problem"), [
+    ("/runs/..", "'..' segment"), ("/runs/./x", "'..' segment"), ("/a/../../b", "'..' segment"),
+    ("/runs/%2e%2e", "hides a dot"), ("/runs/%2E.", "hides a dot"), ("/runs/a%2Fb", "hides"),
+    ("/runs/a%5cb", "hides"), ("/runs/..\\x", "hides"), ("/runs//logs", "empty segment"),
+    ("runs", "start with '/'"), ("/runs/a%00b", "control character")])
+def test_a_path_that_could_climb_out_of_its_route_is_named(path, problem):
+    assert problem in path_problem(path)
+
+
+def test_the_server_answers_as_its_loopback_names_with_its_port():
+    assert own_hosts(8123) == {"127.0.0.1:8123", "localhost:8123", "[::1]:8123"}
+    assert "localhost" in own_hosts(80)
+    assert split_target("//runs?x=1") == ("//runs", "x=1")
+    assert split_target("http://h:1/runs?x=1") == ("/runs", "x=1")
 
 
 def test_a_binary_body_is_sent_base64_encoded():

@@ -5,7 +5,9 @@ JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``
 ``min_nodes`` at most ``nodes`` (the document says so in the fields' descriptions, and the API
 answers 400 otherwise), and
 ``instance_type`` must be one the stack's compute environment launches (its
-``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them).
+``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them), and
+no variable of ``extra_mpi_params`` may have a refused word in its name (its description says
+which).
 Positive cases that break either are schema-valid yet invalid here, so they are left out
 instead of being counted as "schema-valid request rejected"; negative cases are kept. Loaded
 through schemathesis.toml.
@@ -18,7 +20,7 @@ from typing import Any
 import schemathesis
 from schemathesis.generation import GenerationMode
 
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.request import TrainingRunRequest, mpi_params_problems
 from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
@@ -41,6 +43,9 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
         return False
+    params = body.get("extra_mpi_params")
+    if isinstance(params, str) and mpi_params_problems(params):
+        return False  # a name with a refused word (…_PLUGIN, …_PATH): the pattern cannot say
     return (_ordered(body.get("warmup_epochs", DEFAULT_WARMUP_EPOCHS),
                      body.get("epochs", DEFAULT_EPOCHS), strict=True)
             and _ordered(body.get("min_nodes"), body.get("nodes", DEFAULT_NODES)))

@@ -128,17 +128,16 @@ def test_an_instance_type_the_compute_environment_does_not_launch_is_400_listing
             in answer.body["problems"][0]["message"])
 
 
-def test_a_request_may_name_its_own_command_which_is_validated(client):
-    answer = client.request("POST", "/runs", {"dataset": DATASET, "command": []})
-    assert answer.status == 400 and pointers(answer) == ["/command"]
+def test_post_runs_refuses_a_command_naming_the_route_that_takes_one(client):
     answer = client.request("POST", "/runs", {"dataset": DATASET,
                                               "command": ["python3", "", "bad\narg", 3]})
     assert answer.status == 400
-    assert sorted(pointers(answer)) == ["/command/1", "/command/2", "/command/3"]
+    assert sorted(pointers(answer)) == ["/command", "/command/1", "/command/2", "/command/3"]
     answer = client.request("POST", "/runs", {
         "dataset": DATASET, "name": "own-command",
         "command": ["python3", "/fsx/code/train.py", "--epochs=2; rm -rf /"]})
-    assert answer.status == 202, answer.body
+    assert answer.status == 403 and pointers(answer) == ["/command"], answer.body
+    assert "POST /command-runs" in answer.body["problems"][0]["message"]
 
 
 def test_an_integral_number_is_an_integer_as_in_json_schema(client):

@@ -79,16 +79,6 @@ def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):
     assert simulated.command == list(DEFAULT_TRAIN_COMMAND)
 
 
-def test_a_request_s_own_command_replaces_the_trainer(run_scenario):
-    command = ["python3", "/fsx/code/train.py", "--epochs", "2"]
-    outcome = run_scenario("happy", manifest={"command": command})
-    assert outcome.execution["status"] == "SUCCEEDED"
-    from moto.batch.models import batch_backends
-
-    job_id = outcome.execution["output"]["job_id"]
-    simulated = batch_backends["123456789012"]["us-east-1"].get_job_by_id(job_id).simulated
-    assert simulated.command == command
-
 
 
 def test_file_system_failure_ends_the_run_and_deletes_it(run_scenario):

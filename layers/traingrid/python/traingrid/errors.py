@@ -30,6 +30,11 @@ class DatasetNotPermitted(RequestInvalid):
     API answers 403; a manifest naming it is rejected like any invalid one)."""
 
 
+class CommandNotPermitted(RequestInvalid):
+    """A request names its own command where commands are not taken: a manifest, POST /runs,
+    or the command route of a stack deployed without AllowRunCommands (the API answers 403)."""
+
+
 class NotFound(TrainGridError):
     """What the caller named does not exist (the API answers 404)."""
 

@@ -1,7 +1,7 @@
 """The API's resolver: its routers, and every domain error mapped to an HTTP answer here.
 
-Error bodies are ``{"message"}``; a 400 (and a 403 for a dataset outside the data bucket) also
-lists every problem as ``{"pointer", "message"}``
+Error bodies are ``{"message"}``; a 400 (and a 403 for a dataset outside the data bucket, or a
+command where none is taken) also lists every problem as ``{"pointer", "message"}``
 (RFC 6901 JSON pointers into the request body).
 """
 
@@ -14,6 +14,7 @@ from traingrid.api import campaigns, runs
 from traingrid.api.http import json_response
 from traingrid.api.idempotency import Submissions
 from traingrid.errors import (
+    CommandNotPermitted,
     DatasetNotPermitted,
     IdempotencyKeyReused,
     NotFound,
@@ -35,7 +36,7 @@ def build(settings: ApiSettings) -> APIGatewayRestResolver:
 
     @resolver.exception_handler(RequestInvalid)
     def invalid(error: RequestInvalid) -> Response:
-        status = 403 if isinstance(error, DatasetNotPermitted) else 400
+        status = 403 if isinstance(error, DatasetNotPermitted | CommandNotPermitted) else 400
         return json_response(status, {"message": error.message, "problems": error.problems})
 
     @resolver.exception_handler(list(STATUS_OF))

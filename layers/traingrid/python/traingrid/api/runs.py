@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from traingrid import clock
 from traingrid.api.http import json_body, query, submitted
 from traingrid.api.idempotency import Submissions, key_of
+from traingrid.errors import CommandNotPermitted
 from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import start, training_submission
 from traingrid.settings import ApiSettings
+from traingrid.training.request import COMMAND_PARAMETER, COMMAND_ROUTE
 
 
 class RunsQuery(BaseModel):
@@ -37,6 +39,26 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
         result = submissions.once(
             "POST /runs", key, body,
             lambda: start(training_submission(body, settings, clock.service_now(), key)),
+            routes.lambda_context,
+        )
+        return submitted(result)
+
+    @routes.post("/command-runs")
+    def submit_command_run() -> Response:
+        """POST /runs that may name the command every node runs: its own route, so that
+        execute-api:Invoke on it is a grant of its own, taken only where the stack allows."""
+        if not settings.allow_run_commands:
+            raise CommandNotPermitted([{"pointer": "", "message": (
+                f"this stack runs only the image's trainer: a run's own command needs the "
+                f"stack deployed with {COMMAND_PARAMETER}=true (and execute-api:Invoke on "
+                f"{COMMAND_ROUTE}); use POST /runs without a command")}])
+        event = routes.current_event
+        key = key_of(event.headers)
+        body = json_body(event.body)
+        result = submissions.once(
+            COMMAND_ROUTE, key, body,
+            lambda: start(training_submission(body, settings, clock.service_now(), key,
+                                              command_route=True)),
             routes.lambda_context,
         )
         return submitted(result)

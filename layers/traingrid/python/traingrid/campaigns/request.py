@@ -10,6 +10,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -17,14 +18,47 @@ from pydantic import (
     StringConstraints,
     field_validator,
 )
+from pydantic.config import JsonDict
 
 from traingrid.campaigns.model import PLACEMENTS
 from traingrid.training.request import RUN_NAME_PATTERN, check_run_name, integral
 
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
-HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+# The trainer's flags a region's job may set (SageMaker passes each hyperparameter as
+# ``--name value``): every option of traingrid_trainer.config's parser that takes a value,
+# but the folders SageMaker itself decides and the fault injection (a test holds this list
+# to the parser). SageMaker's own names (``sagemaker_*``: sagemaker_submit_directory would
+# fetch code from any tarball the role can read) are the stack's alone.
+TRAINER_HYPERPARAMETERS = (
+    "num_epochs", "batch_size", "warmup_epochs", "lr_decay_mode", "lr", "momentum",
+    "weight_decay", "label_smoothing", "image_size", "steps_per_epoch", "train_images",
+    "log_every", "loader_workers",
+)
+# The trainer's options a request may not set, and why.
+TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
+    "data_dir": "SageMaker's train channel", "output_dir": "SageMaker's model folder",
+    "checkpoint_dir": "SageMaker's checkpoint folder", "fail_rank": "fault injection",
+    "synthetic": "a flag without a value", "clear_log": "a flag without a value",
+}
+
+
+def _known_hyperparameter(name: str) -> str:
+    if name.startswith("sagemaker_"):
+        raise ValueError(f"{name} is SageMaker's own setting, which the stack decides (a "
+                         "request may not set any sagemaker_* name)")
+    if name not in TRAINER_HYPERPARAMETERS:
+        raise ValueError(f"the trainer has no hyperparameter {name}; it takes "
+                         f"{', '.join(TRAINER_HYPERPARAMETERS)}")
+    return name
+
+
+HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256),
+                               AfterValidator(_known_hyperparameter)]
 Hyperparameters = dict[HyperparameterName, str | int | float]
+# The document's statement of the same rule.
+HYPERPARAMETER_NAMES_SCHEMA: JsonDict = {
+    "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)}}
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 
@@ -42,7 +76,8 @@ class RegionOverrides(BaseModel):
 
     hyperparameters: Hyperparameters = Field(
         default_factory=dict, max_length=100,
-        description="Merged over the run's hyper-parameters for this region's job.")
+        description="Merged over the run's hyper-parameters for this region's job.",
+        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA)
     instance_type: str | None = Field(
         default=None, description="This region's SageMaker instance type (placed and priced "
         "as such).", json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN})
@@ -95,7 +130,9 @@ class FanoutRequest(BaseModel):
               "acceptable region (default: the campaign's; at most instance_count)."))
     hyperparameters: Hyperparameters = Field(
         default_factory=dict, max_length=100,
-        description="Merged over the campaign's hyper-parameters, for every region.",
+        description="Merged over the campaign's hyper-parameters, for every region: the "
+        "trainer's own flags only (no sagemaker_* name).",
+        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA,
     )
     regions: dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
                   RegionOverrides] = Field(

@@ -20,8 +20,7 @@ from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.view import TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
-from traingrid.training.request import TrainingRunRequest, require_runnable_here
-from traingrid.validation import parse
+from traingrid.training.request import COMMAND_ROUTE, parse_request, require_runnable_here
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
 DEDUP_WINDOW_MINUTES = 5
@@ -48,9 +47,12 @@ def derived_name(subject: str, request: dict[str, Any], now: datetime,
 
 
 def training_submission(body: Any, settings: ApiSettings, now: datetime,
-                        idempotency_key: str | None = None) -> Submission:
-    """A TrainingRun request, validated (every problem at once) and named."""
-    request = parse(TrainingRunRequest, body)
+                        idempotency_key: str | None = None, *,
+                        command_route: bool = False) -> Submission:
+    """A TrainingRun request, validated (every problem at once) and named. Only the command
+    route (``command_route``) of a stack that takes commands may name one."""
+    request = parse_request(body, commands=command_route and settings.allow_run_commands,
+                            sent_as=COMMAND_ROUTE if command_route else "POST /runs")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib)
     fields = request.model_dump(mode="json", exclude_none=True)

@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from traingrid import clock
 from traingrid.aws import s3
-from traingrid.errors import DatasetNotFound
+from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest, require_runnable_here
+from traingrid.training.request import parse_request, require_runnable_here
 from traingrid.training.state import RunPlan
-from traingrid.validation import parse
 
 if TYPE_CHECKING:
     from traingrid.settings import Settings
@@ -30,7 +29,14 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
 
 
 def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
-    request = parse(TrainingRunRequest, event.get("request"))
+    # Whoever may start an execution can send any request: a command only where the stack
+    # takes them (manifests are refused one earlier, by the trigger).
+    try:
+        request = parse_request(
+            event.get("request"), commands=settings.allow_run_commands,
+            sent_as="A run of this stack (deployed without AllowRunCommands)")
+    except CommandNotPermitted as refused:
+        raise RequestInvalid(refused.problems) from None
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib)
     return plan_run(

@@ -19,12 +19,13 @@ from pydantic import (
     model_validator,
 )
 
-from traingrid.errors import DatasetNotPermitted, RequestInvalid
+from traingrid.errors import CommandNotPermitted, DatasetNotPermitted, RequestInvalid
 from traingrid.training.catalog import (
     INSTANCE_TYPES,
     DeploymentType,
     loader_shared_memory_mib,
 )
+from traingrid.validation import parse
 
 # The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
 DEFAULT_EXTRA_MPI_PARAMS = (
@@ -54,8 +55,59 @@ def check_run_name(value: str | None) -> str | None:
             "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
         )
     return value
-# Characters mpirun options may contain; anything else (;|&$`) could escape into a shell.
-MPI_PARAMS_PATTERN = re.compile(r"^[A-Za-z0-9 _.,:=/^+-]*$")
+
+# extra_mpi_params may only set (``-x NAME=VALUE``) or forward (``-x NAME``) the variables
+# that tune the collectives: no other mpirun option (``--mca plm_rsh_agent`` runs a program
+# of the caller's choosing on every node) and no variable that loads or names code or files
+# (LD_PRELOAD, PYTHONPATH, NCCL_NET_PLUGIN, FI_PROVIDER_PATH, NCCL_CONF_FILE, ...).
+MPI_VARIABLE_PREFIXES = ("NCCL_", "FI_", "GLOO_", "HOROVOD_", "TORCH_NCCL_",
+                         "TORCH_DISTRIBUTED_")
+MPI_VARIABLE_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS",
+                      "CUDA_LAUNCH_BLOCKING")
+# A word of a variable's name (between underscores) that makes it load, read or write
+# something named by its value, whatever its prefix.
+MPI_VARIABLE_REFUSED_WORDS = frozenset({
+    "PLUGIN", "PATH", "FILE", "CONF", "CONFIG", "DIR", "LIB", "LIBRARY", "PRELOAD", "SO",
+    "TIMELINE", "SCRIPT", "CMD", "COMMAND", "EXEC", "HOOK"})
+_MPI_NAME = (r"(?:(?:" + "|".join(p.rstrip("_") for p in MPI_VARIABLE_PREFIXES)
+             + r")_[A-Z0-9_]+|" + "|".join(MPI_VARIABLE_NAMES) + ")")
+# A value: no quotes, no shell characters, no '/' (no value may name a path).
+_MPI_VALUE = r"[A-Za-z0-9_.,:^+-]*"
+_MPI_PAIR = rf"-x {_MPI_NAME}(?:={_MPI_VALUE})?"
+# What the JSON Schema can say; the refused words are checked in mpi_params_problems.
+MPI_PARAMS_PATTERN = re.compile(rf"^ *(?:{_MPI_PAIR}(?: +{_MPI_PAIR})*)? *$")
+_MPI_NAME_RE = re.compile(_MPI_NAME)
+_MPI_VALUE_RE = re.compile(_MPI_VALUE)
+
+
+def mpi_params_problems(value: str) -> list[str]:
+    """Every reason ``value`` is not a list of ``-x NAME[=VALUE]`` of allowed variables."""
+    problems: list[str] = []
+    stray: list[str] = []
+    words = [w for w in value.split(" ") if w]
+    allowed = ", ".join([p + "*" for p in MPI_VARIABLE_PREFIXES] + list(MPI_VARIABLE_NAMES))
+    index = 0
+    while index < len(words):
+        if words[index] != "-x" or index + 1 == len(words):
+            stray.append(words[index])
+            index += 1
+            continue
+        name, equals, setting = words[index + 1].partition("=")
+        index += 2
+        refused = sorted(MPI_VARIABLE_REFUSED_WORDS & set(name.split("_")))
+        if not _MPI_NAME_RE.fullmatch(name):
+            problems.append(f"{name or '(no name)'} may not be set: only {allowed} may")
+        elif refused:
+            problems.append(f"{name} may not be set: a variable with {refused[0]} in its name "
+                            "loads, reads or writes what its value names")
+        elif equals and not _MPI_VALUE_RE.fullmatch(setting):
+            problems.append(f"the value of {name} may only hold letters, digits and _ . , : ^ "
+                            "+ - (no paths, quotes or shell characters)")
+    if stray:
+        problems.insert(0, f"{' '.join(stray)!r}: only -x NAME=VALUE (or -x NAME) pairs may be "
+                           "added to mpirun, no other option")
+    return problems
+
 
 
 class _Strict(BaseModel):
@@ -133,7 +185,11 @@ class TrainingRunRequest(_Strict):
     lr_decay_mode: Literal["poly", "cosine", "step", "linear"] = "poly"
     extra_mpi_params: str = Field(
         default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096,
-        description="Options added to the mpirun line (passed as arguments, never to a shell).",
+        description="Variables set (-x NAME=VALUE) or forwarded (-x NAME) to every rank by "
+        "mpirun, and nothing else: only NCCL_*, FI_*, GLOO_*, HOROVOD_*, TORCH_NCCL_*, "
+        "TORCH_DISTRIBUTED_*, OMP_NUM_THREADS, MKL_NUM_THREADS, CUDA_DEVICE_MAX_CONNECTIONS "
+        "and CUDA_LAUNCH_BLOCKING, never one whose name has a word such as PLUGIN, PATH, FILE, "
+        "CONF, DIR or LIB; values hold no '/'. Passed as arguments, never to a shell.",
         json_schema_extra={"pattern": MPI_PARAMS_PATTERN.pattern})
     command: list[Annotated[str, Field(
         min_length=1, max_length=1024, pattern=COMMAND_ARGUMENT_PATTERN)]] | None = Field(
@@ -141,7 +197,9 @@ class TrainingRunRequest(_Strict):
         description="The training command every node's entrypoint launches under mpirun, as a "
         "list of arguments (never given to a shell). By default the image's trainer, "
         "python3 -m traingrid_trainer, which reads epochs, batch_size, warmup_epochs and "
-        "lr_decay_mode from the job's environment.")
+        "lr_decay_mode from the job's environment. Taken only by POST /command-runs of a "
+        "stack deployed with AllowRunCommands=true; POST /runs answers 403 and a manifest "
+        "is rejected.")
     launcher: Literal["mpirun", "torchrun"] = Field(
         default="mpirun",
         description="How the nodes start the training command: mpirun (the main node starts "
@@ -164,11 +222,9 @@ class TrainingRunRequest(_Strict):
     @field_validator("extra_mpi_params")
     @classmethod
     def _safe_mpi_params(cls, value: str) -> str:
-        if not MPI_PARAMS_PATTERN.fullmatch(value):
-            raise ValueError(
-                "may only contain letters, digits, spaces and _ . , : = / ^ + - "
-                "(it is passed to mpirun, never to a shell)"
-            )
+        problems = mpi_params_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
     @model_validator(mode="after")
@@ -229,3 +285,38 @@ def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
         raise DatasetNotPermitted(problems)
     if problems:
         raise RequestInvalid(problems)
+
+
+# A run's own command is code the fleet runs as root: only the stack's owner may allow it
+# (the AllowRunCommands parameter), and only on its own route, whose execute-api:Invoke is
+# a grant of its own. Manifests never choose one.
+COMMAND_ROUTE = "POST /command-runs"
+COMMAND_PARAMETER = "AllowRunCommands"
+
+
+def command_problems(body: Any, *, allowed: bool, source: str) -> list[dict[str, str]]:
+    """Why ``body`` (a request as sent) may not name its own ``command``, if it does:
+    ``allowed`` says whether it came the one way that may (the command route of a stack that
+    takes commands), ``source`` what it came as (a manifest, ``POST /runs``, a run's input)."""
+    if not isinstance(body, dict) or "command" not in body or allowed:
+        return []
+    return [{"pointer": "/command", "message": (
+        f"{source} cannot choose the command every node runs (it runs as root on the "
+        f"training fleet); only {COMMAND_ROUTE} may, on a stack deployed with "
+        f"{COMMAND_PARAMETER}=true, for principals granted execute-api:Invoke on it. "
+        "Leave command out to run the image's trainer")}]
+
+
+def parse_request(body: Any, source: str = "request", *, commands: bool,
+                  sent_as: str) -> TrainingRunRequest:
+    """``body`` as a TrainingRunRequest, with a command only where ``commands`` allows one
+    (``command_problems``): every problem at once, as RequestInvalid; CommandNotPermitted
+    when the command is the only one."""
+    refused = command_problems(body, allowed=commands, source=sent_as)
+    try:
+        request = parse(TrainingRunRequest, body, source)
+    except RequestInvalid as invalid:
+        raise RequestInvalid(invalid.problems + refused, source) from None
+    if refused:
+        raise CommandNotPermitted(refused, source)
+    return request

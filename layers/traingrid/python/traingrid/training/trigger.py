@@ -15,16 +15,22 @@ from traingrid.naming import prefix_of, run_name_for_object
 from traingrid.observability import logger, metrics
 from traingrid.settings import TriggerSettings
 from traingrid.training.plan import ARCHIVE_ROOT, MANIFEST_NAME
-from traingrid.training.request import TrainingRunRequest, require_runnable_here
+from traingrid.training.request import (
+    TrainingRunRequest,
+    parse_request,
+    require_runnable_here,
+)
 from traingrid.validation import parse
 
 
 def request_from_manifest(manifest: Any, bucket: str, key: str) -> TrainingRunRequest:
+    """The request a manifest asks for. Anyone who may write to the data bucket can upload
+    one, so it never chooses the command (``command_problems``)."""
     source = f"manifest s3://{bucket}/{key}"
     if not isinstance(manifest, dict):
         return parse(TrainingRunRequest, manifest, source)  # raises with the reason
     defaults = {"dataset": f"s3://{bucket}/{prefix_of(key)}"}
-    return parse(TrainingRunRequest, defaults | manifest, source)
+    return parse_request(defaults | manifest, source, commands=False, sent_as="A manifest")
 
 
 def read_manifest(bucket: str, key: str, version_id: str | None = None) -> s3.JsonObject:

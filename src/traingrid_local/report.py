@@ -293,7 +293,8 @@ def artifacts(emulator: Emulator, bucket: str) -> list[dict[str, Any]]:
     found = []
     listing = s3.list_objects_v2(Bucket=bucket, Prefix="runs/").get("Contents", [])
     for item in listing:
-        if item["Key"].endswith("/manifest.json"):
+        # runs/<run>/manifest.json: a run's archive manifest (not a file its job exported)
+        if item["Key"].endswith("/manifest.json") and item["Key"].count("/") == 2:
             manifest = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
             found += [{"run": manifest["run"], "uri": f"s3://{bucket}/{o['key']}",
                        "size": o["size"], "etag": o["etag"]} for o in manifest["objects"]]

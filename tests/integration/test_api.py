@@ -66,7 +66,7 @@ def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(c
     assert name in [r["name"] for r in listed]
 
     logs = client.get(f"/runs/{name}/logs")
-    assert logs["log"]["source"].endswith(f"/runs/{name}/logs/main-node.log")
+    assert logs["log"]["source"].endswith(f"/runs/{name}/outputs/logs/main-node.log")
     assert any(line.startswith("mpirun -np 16") for line in logs["log"]["lines"])
 
 

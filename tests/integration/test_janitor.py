@@ -11,6 +11,7 @@ from moto.fsx.models import fsx_backends
 from tests.emulator.helpers import wait_until
 from tests.integration.conftest import SPEED
 from tests.integration.iam import missing_permissions
+from traingrid.training.plan import OUTPUTS_DIR, archive_prefix
 from traingrid_local import report, schedules
 from traingrid_local.demo import DEFAULT_KEY, settle, upload_sample_dataset, wait_for_runs
 from traingrid_local.emulator import batch, fsx, lambda_inprocess
@@ -29,12 +30,14 @@ def s3_objects(emulator, bucket: str = DEMO_BUCKET) -> dict[str, bytes]:
 
 
 def unsafe_deletions(emulator) -> list[str]:
-    """Files of a deleted file system's run outputs that are not in S3 with the same bytes."""
+    """Files of a deleted file system's run outputs that are not in S3 with the same bytes
+    (below the run's prefix, the file system's export root)."""
     archived = s3_objects(emulator)
     return [f"{fs_id}:{path}"
             for fs_id, record in fsx.deleted(fsx_backends[ACCOUNT_ID][emulator.region]).items()
             for path, data in record["files"].items()
-            if path.startswith("runs/") and archived.get(path) != data]
+            if path.startswith(f"{OUTPUTS_DIR}/")
+            and archived.get(archive_prefix(record["tags"]["traingrid:run"]) + path) != data]
 
 
 @pytest.mark.parametrize(("scenario", "stopped_in", "released"), [

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 
 
 def artifact_names(outcome) -> set[str]:
-    return {a["uri"].split("/", 5)[-1] for a in outcome.report["artifacts"]}
+    """The archived outputs' paths in the job's outputs folder (s3://b/runs/<run>/outputs/…)."""
+    return {a["uri"].split("/", 6)[-1] for a in outcome.report["artifacts"]}
 
 
 def no_file_systems(outcome) -> bool:
@@ -74,7 +75,7 @@ def test_training_job_gets_the_planned_nodes_and_environment(run_scenario):
     env = simulated.environment
     assert (env["MPI_GPUS"], env["BATCH_SIZE"]) == ("32", "128")
     assert env["FSX_DNS_NAME"].endswith(".fsx.us-east-1.amazonaws.com")
-    assert env["FSX_MOUNT_NAME"] and env["OUTPUT_DIR"] == f"/fsx/runs/{job['jobName']}"
+    assert env["FSX_MOUNT_NAME"] and env["OUTPUT_DIR"] == "/fsx/outputs"
     # By default every node runs the image's trainer.
     assert simulated.command == list(DEFAULT_TRAIN_COMMAND)
 
@@ -111,7 +112,7 @@ def test_a_lost_node_resumes_from_its_checkpoint_and_the_run_succeeds(run_scenar
     execution = outcome.execution
     assert execution["status"] == "SUCCEEDED", execution["cause"]
     name = execution["name"]
-    checkpoint = f"/fsx/runs/{name}/checkpoints/epoch-0001.pt"
+    checkpoint = "/fsx/outputs/checkpoints/epoch-0001.pt"
     first, second = execution["attempts"]
     assert (first["nodes"], first["reason"], first["resumed_from"]) == (20, "first attempt", None)
     assert first["outcome"].startswith("node lost: Host EC2 (instance")
@@ -121,7 +122,7 @@ def test_a_lost_node_resumes_from_its_checkpoint_and_the_run_succeeds(run_scenar
     assert (execution["nodes_requested"], execution["nodes_used"]) == (20, 20)
     # The second job went on from the first one's checkpoint, and said so.
     log = outcome.emulator.client("s3").get_object(
-        Bucket=DEMO_BUCKET, Key=f"runs/{name}/logs/main-node.log")["Body"].read().decode()
+        Bucket=DEMO_BUCKET, Key=f"runs/{name}/outputs/logs/main-node.log")["Body"].read().decode()
     assert f"attempt 2: resumed from {checkpoint} (epoch 1)" in log
     assert {"model/final.pt", "metrics.json"} <= artifact_names(outcome)
     jobs = outcome.emulator.client("batch").list_jobs(
@@ -170,7 +171,7 @@ def test_a_run_without_capacity_for_its_nodes_shrinks_and_trains_on_what_it_gets
     (described,) = batch.describe_jobs(jobs=[trained["jobId"]])["jobs"]
     assert described["nodeProperties"]["numNodes"] == 5
     metrics = json.loads(outcome.emulator.client("s3").get_object(
-        Bucket=DEMO_BUCKET, Key=f"runs/{execution['name']}/metrics.json")["Body"].read())
+        Bucket=DEMO_BUCKET, Key=f"runs/{execution['name']}/outputs/metrics.json")["Body"].read())
     assert metrics["world_size"] == 40
     assert outcome.record["nodes_used"] == 5
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)

@@ -51,7 +51,7 @@ def test_reference_plan_has_160_gpus_and_the_seed_environment():
         "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
         "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
     )
-    assert env["OUTPUT_DIR"] == "/fsx/runs/run-1"
+    assert env["OUTPUT_DIR"] == env["TRAINGRID_EXPORT_DIR"] == "/fsx/outputs"
     assert all(isinstance(v, str) for v in env.values())
     assert {"Type": "GPU", "Value": "8"} in job["resource_requirements"]
 
@@ -68,11 +68,11 @@ def test_file_system_is_sized_from_the_dataset_with_headroom():
     assert plan(dataset_gib=2000)["file_system"]["storage_capacity_gib"] == 4800
 
 
-def test_file_system_hydrates_from_the_dataset_and_exports_to_its_bucket():
+def test_file_system_hydrates_from_the_dataset_and_exports_to_the_runs_own_prefix():
     fs = plan()["file_system"]
     lustre = fs["lustre_configuration"]
     assert lustre == {"DeploymentType": "SCRATCH_2", "ImportPath": "s3://bkt/imagenet/",
-                      "ExportPath": "s3://bkt"}
+                      "ExportPath": "s3://bkt/runs/run-1/"}
     persistent = plan(fsx={"deployment_type": "PERSISTENT_1"})["file_system"]
     assert persistent["lustre_configuration"]["PerUnitStorageThroughput"] == 200
 
@@ -101,7 +101,8 @@ def test_requested_capacity_must_be_valid_and_large_enough():
 def test_archive_and_limits():
     result = plan(timeouts={"training_hours": 2})
     assert result["archive"] == {"bucket": "bkt", "prefix": "runs/run-1/",
-                                 "file_system_path": "runs/run-1"}
+                                 "outputs_prefix": "runs/run-1/outputs/",
+                                 "file_system_path": "outputs"}
     assert result["limits"]["training_s"] == 7200
     assert result["job"]["attempt_duration_s"] == 7200 + 900
 

@@ -33,7 +33,7 @@ from traingrid.janitor.decide import (
 from traingrid.settings import JanitorSettings
 from traingrid.training import archive
 from traingrid.training.manifest import output_index
-from traingrid.training.plan import MANIFEST_NAME, archive_prefix
+from traingrid.training.plan import MANIFEST_NAME, archive_prefix, outputs_prefix
 
 
 def _tags(items: list[dict[str, str]] | None) -> dict[str, str]:
@@ -144,9 +144,10 @@ class Inventory:
         archive), or every file the job's output index lists is there at its size (the job
         exported them as it ended)."""
         bucket, prefix = self.settings.data_bucket, archive_prefix(run)
+        outputs = outputs_prefix(run)
         objects = list(s3.objects_under(bucket, prefix))
         keys = {o["key"] for o in objects}
         if prefix + MANIFEST_NAME in keys:
             return True
-        index = output_index(bucket, prefix, objects)
-        return index is not None and not archive.missing_outputs(index, objects, prefix)
+        index = output_index(bucket, outputs, objects)
+        return index is not None and not archive.missing_outputs(index, objects, outputs)

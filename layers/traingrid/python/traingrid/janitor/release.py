@@ -18,7 +18,7 @@ from traingrid.janitor.decide import (
     Decision,
 )
 from traingrid.observability import logger, metrics
-from traingrid.training.plan import archive_prefix
+from traingrid.training.plan import OUTPUTS_DIR, outputs_prefix
 
 # One metric per resource acted on, named for what was done.
 METRICS = {
@@ -44,9 +44,10 @@ def act(decision: Decision, data_bucket: str) -> dict[str, Any]:
         except ResourceNotFound:
             entry["lifecycle"] = "DELETED"
     elif decision.action is Action.ARCHIVE:
-        path = archive_prefix(resource.run or "").rstrip("/")
-        entry["export_task_id"] = fsx.start_export(resource.id, [path])
-        entry["archive"] = f"s3://{data_bucket}/{path}/"
+        # The job's outputs folder, exported below the run's prefix (the file system's
+        # export root).
+        entry["export_task_id"] = fsx.start_export(resource.id, [OUTPUTS_DIR])
+        entry["archive"] = f"s3://{data_bucket}/{outputs_prefix(resource.run or '')}"
     elif decision.action is Action.RETAIN:
         fsx.tag_file_system(resource.arn, {RETAINED_TAG: RETAINED_BY_JANITOR,
                                            EXPIRES_TAG: decision.expires_at or ""})

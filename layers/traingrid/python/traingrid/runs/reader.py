@@ -14,7 +14,7 @@ from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound
 from traingrid.runs import listing
 from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
 from traingrid.settings import ApiSettings
-from traingrid.training.plan import archive_prefix
+from traingrid.training.plan import outputs_prefix
 
 # What Step Functions accepts as an execution name (and so what a run can be called).
 EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -89,7 +89,7 @@ class RunReader:
                         "lines": [e["message"] for e in events]}
             except ResourceNotFound:
                 pass  # the job never started, or its stream has expired: try the archive
-        bucket, key = self.settings.data_bucket, archive_prefix(name) + MAIN_NODE_LOG
+        bucket, key = self.settings.data_bucket, outputs_prefix(name) + MAIN_NODE_LOG
         text = s3.read_text_tail(bucket, key)
         if text is None:
             return None

@@ -8,6 +8,7 @@ rest first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -24,6 +25,17 @@ class OutputFile(BaseModel):
 class OutputIndex(BaseModel):
     model_config = ConfigDict(extra="ignore")
     files: list[OutputFile]
+
+
+def outputs_of(archive: Mapping[str, Any]) -> str:
+    """Where a plan's job outputs are in S3 (a plan made before outputs had a folder of their
+    own kept them at the run's prefix)."""
+    return str(archive.get("outputs_prefix") or archive["prefix"])
+
+
+def file_system_path(archive: Mapping[str, Any], key: str) -> str:
+    """The file system's path (from its root) of an output's S3 key."""
+    return f"{archive['file_system_path']}/{key.removeprefix(outputs_of(archive))}"
 
 
 def parse_index(document: Any) -> OutputIndex | None:

@@ -24,17 +24,19 @@ def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
     nothing is deleted."""
     plan, export, job = event["plan"], event.get("export"), event["job"]
     bucket, prefix = plan["archive"]["bucket"], plan["archive"]["prefix"]
+    outputs = archive.outputs_of(plan["archive"])
     manifest_key = prefix + MANIFEST_NAME
+    # Everything the file system exported (its export root is the run's prefix).
     objects = [o for o in s3.objects_under(bucket, prefix) if o["key"] != manifest_key]
-    index = output_index(bucket, prefix, objects)
-    missing = archive.missing_outputs(index, objects, prefix) if index else []
+    index = output_index(bucket, outputs, objects)
+    missing = archive.missing_outputs(index, objects, outputs) if index else []
     if export is None and (index is None or missing):
         return {"complete": False, "indexed": len(index.files) if index else None,
                 "missing": len(missing)}
     if missing:
         raise ArchiveIncomplete(
             f"{len(missing)} of the job's {len(index.files) if index else 0} output file(s) are "
-            f"not in s3://{bucket}/{prefix} after the export (for example {missing[0]}). "
+            f"not in s3://{bucket}/{outputs} after the export (for example {missing[0]}). "
             "Nothing was deleted"
         )
     exported = int(export.get("exported", 0)) if export else 0
@@ -63,8 +65,8 @@ def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
 
 def output_index(bucket: str, prefix: str, objects: list[dict[str, Any]]
                  ) -> archive.OutputIndex | None:
-    """The job's output index among ``objects`` (a listing of ``prefix``), or None when there
-    is none or it is not one."""
+    """The job's output index among ``objects`` (a listing that covers ``prefix``, the job's
+    outputs), or None when there is none or it is not one."""
     key = prefix + archive.OUTPUT_INDEX
     if not any(o["key"] == key for o in objects):
         return None

@@ -34,6 +34,11 @@ CAPACITY_HEADROOM = 1.25
 FSX_MOUNT_POINT = "/fsx"
 SCRATCH_DIR = "/scratch"
 ARCHIVE_ROOT = "runs"
+# The job's outputs folder, on the file system and below the run's prefix in S3. The file
+# system's root is exported to the run's own prefix (ExportPath), so whatever the job writes
+# anywhere on it can only reach S3 under runs/<run>/: never a dataset, another run, or a
+# manifest that would start a run.
+OUTPUTS_DIR = "outputs"
 # Both the name of a run request under a dataset prefix and of a run's archive manifest.
 MANIFEST_NAME = "manifest.json"
 # After its limits, a file system is overdue: the janitor may release it.
@@ -52,8 +57,14 @@ class DatasetSize:
 
 
 def archive_prefix(run: str) -> str:
-    """Where a run's artifacts live, in the dataset's bucket and on the file system."""
+    """The run's own prefix in the data bucket: its file system's export root, and the home
+    of its archive manifest."""
     return f"{ARCHIVE_ROOT}/{run}/"
+
+
+def outputs_prefix(run: str) -> str:
+    """Where the job's outputs (``OUTPUT_DIR`` on the file system) reach S3."""
+    return f"{archive_prefix(run)}{OUTPUTS_DIR}/"
 
 
 def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> int:
@@ -81,14 +92,16 @@ def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> i
     return requested
 
 
-def lustre_configuration(request: TrainingRunRequest) -> dict[str, Any]:
-    """The CreateFileSystem LustreConfiguration: hydrate from the dataset, export to its bucket."""
+def lustre_configuration(request: TrainingRunRequest, run: str) -> dict[str, Any]:
+    """The CreateFileSystem LustreConfiguration: hydrate from the dataset, export to the run's
+    own prefix."""
     config: dict[str, Any] = {
         "DeploymentType": str(request.fsx.deployment_type),
         "ImportPath": request.dataset,
-        # Export maps the file system root to the bucket root, so runs/<run>/ on the file
-        # system is archived to s3://<bucket>/runs/<run>/.
-        "ExportPath": f"s3://{request.bucket}",
+        # Export maps the file system's root to runs/<run>/: outputs/ on the file system is
+        # archived to s3://<bucket>/runs/<run>/outputs/, and nothing the job writes, or
+        # exports with lfs hsm_archive, can land anywhere else in the bucket.
+        "ExportPath": f"s3://{request.bucket}/{archive_prefix(run)}",
     }
     if request.fsx.deployment_type is DeploymentType.PERSISTENT_1:
         config["PerUnitStorageThroughput"] = PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB
@@ -98,7 +111,7 @@ def lustre_configuration(request: TrainingRunRequest) -> dict[str, Any]:
 def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
     """Values of the container environment the state machine passes to every node."""
     instance = INSTANCE_TYPES[request.instance_type]
-    output_dir = f"{FSX_MOUNT_POINT}/{archive_prefix(run).rstrip('/')}"
+    output_dir = f"{FSX_MOUNT_POINT}/{OUTPUTS_DIR}"
     return {
         "JOB_DIR": FSX_MOUNT_POINT,
         "SCRATCH_DIR": SCRATCH_DIR,
@@ -170,7 +183,7 @@ def plan_run(
         },
         "file_system": {
             "storage_capacity_gib": capacity,
-            "lustre_configuration": lustre_configuration(request),
+            "lustre_configuration": lustre_configuration(request, run),
             "client_request_token": client_request_token(run),
             "tags": [
                 {"Key": "Name", "Value": f"traingrid-{run}"},
@@ -202,7 +215,8 @@ def plan_run(
         "archive": {
             "bucket": request.bucket,
             "prefix": archive_prefix(run),
-            "file_system_path": archive_prefix(run).rstrip("/"),
+            "outputs_prefix": outputs_prefix(run),
+            "file_system_path": OUTPUTS_DIR,
         },
         "limits": limits,
         "estimate": {

@@ -73,8 +73,9 @@ class PlanJob(TypedDict):
 
 class PlanArchive(TypedDict):
     bucket: str
-    prefix: str  # runs/<run>/ in the bucket
-    file_system_path: str  # the same folder on the file system
+    prefix: str  # runs/<run>/ in the bucket: the file system's export root, and the manifest
+    outputs_prefix: NotRequired[str]  # runs/<run>/outputs/ (absent from older plans: prefix)
+    file_system_path: str  # the job's outputs folder on the file system (outputs)
 
 
 class PlanLimits(TypedDict):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from traingrid import clock
 from traingrid.aws import fsx, s3
 from traingrid.training import attempts, waits
+from traingrid.training.archive import file_system_path, outputs_of
 from traingrid.training.plan import FSX_MOUNT_POINT
 from traingrid.training.state import (
     CheckExportEvent,
@@ -40,10 +41,10 @@ def next_attempt(event: NextAttemptEvent) -> PlanJob:
     """The job failed: another attempt or not (``attempts.next_attempt``), with the newest
     checkpoint that reached S3 as the one a resubmitted job resumes from."""
     archive = event["archive"]
-    prefix = f"{archive['prefix']}{attempts.CHECKPOINT_DIR}/"
+    prefix = f"{outputs_of(archive)}{attempts.CHECKPOINT_DIR}/"
     keys = [o["key"] for o in s3.objects_under(archive["bucket"], prefix)]
     newest = attempts.newest_checkpoint(keys, prefix)
-    checkpoint = f"{FSX_MOUNT_POINT}/{newest}" if newest else None
+    checkpoint = f"{FSX_MOUNT_POINT}/{file_system_path(archive, newest)}" if newest else None
     return attempts.next_attempt(event["plan_job"], event["job"], checkpoint)
 
 

@@ -47,6 +47,9 @@ def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
     stack = deploy(emulator, parameters={"DataBucketName": DEMO_BUCKET,
                                          "DatabaseSecretArn": secret["ARN"],
                                          "DatabaseAppSecretArn": secret["ARN"],
+                                         # What a database brought along needs: its range
+                                         # (the emulator's VPC; SQLite is reached locally).
+                                         "ExternalDatabaseCidr": "10.20.0.0/16",
                                          "ApplyMigrationsOnDeploy": "false",
                                          **(parameters or {})})
     regional = {

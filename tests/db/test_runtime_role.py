@@ -133,3 +133,18 @@ def test_sqlite_has_no_roles_and_the_migration_still_runs(tmp_path: Path):
     result = custom_resources.apply_migrations(lambda: url, migrations_folder(), lambda: url)
     assert result["role"] == "" and result["revision"]
     dispose(url)
+
+
+def test_any_password_is_quoted_by_the_server(owner_and_app, postgres_server):
+    """A password is a literal, whatever it holds: quotes, a colon, a percent sign."""
+    owner, app, _ = owner_and_app
+    password = "it's :role %s %(x)s \\ \"; DROP ROLE postgres; --"
+    url = make_url(app).set(password=password)
+    assert grant_runtime_access(owner, url.render_as_string(hide_password=False)) \
+        == url.username
+    with postgres_server.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM pg_roles WHERE rolname = 'postgres'"
+                                        )).scalar_one() == 1
+        stored = connection.execute(text("SELECT rolpassword FROM pg_authid WHERE rolname = :r"),
+                                    {"r": url.username}).scalar_one()
+    assert stored.startswith("SCRAM-SHA-256$")

@@ -54,7 +54,14 @@ def _statement(connection: Connection, template: str, *values: str) -> str:
 
 
 def _run(connection: Connection, template: str, *values: str) -> None:
-    connection.execute(text(_statement(connection, template, *values)))
+    statement = _statement(connection, template, *values)
+    # Straight to the driver without parameters, in the same transaction: a ':' or '%' in a
+    # quoted password is then no placeholder.
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(statement)
+    finally:
+        cursor.close()
 
 
 def grant_runtime_access(owner_url: str, app_url: str) -> str | None:

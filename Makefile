@@ -137,8 +137,10 @@ security-check: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 AUDIT_SERVICE ?= pypi
 AUDIT := $(BIN)/pip-audit --strict --progress-spinner off --vulnerability-service $(AUDIT_SERVICE) \
 	--disable-pip
+# One run per environment: the same package may be pinned differently in two of them.
 audit: install
-	$(AUDIT) --no-deps -r constraints.txt -r $(TRAINER_REQUIREMENTS)
+	$(AUDIT) --no-deps -r constraints.txt
+	$(AUDIT) --no-deps -r $(TRAINER_REQUIREMENTS)
 	$(AUDIT) --require-hashes -r containers/mnp/requirements-image.txt \
 		-r containers/sagemaker/requirements.txt
 

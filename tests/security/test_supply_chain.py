@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,23 @@ def test_the_parser_sees_an_unhashed_install(tmp_path):
         test_base_images_from_other_registries_are_named_by_digest_and_none_by_latest(dockerfile)
     with pytest.raises(AssertionError, match="no --require-hashes"):
         test_every_pip_install_checks_hashes_from_a_pinned_requirements_file(dockerfile)
+
+
+def test_the_audit_covers_every_pinned_environment_and_reads_each_file():
+    """make audit's runs (printed by make -n) name constraints.txt, the trainer's requirements
+    and every hashed file an image installs, and pip-audit reads each of them (--dry-run: it
+    parses and resolves what it would audit, asking no vulnerability service)."""
+    printed = subprocess.run(["make", "--no-print-directory", "-n", "audit"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    runs = [shlex.split(line) for line in printed.replace("\\\n", " ").splitlines()
+            if "pip-audit" in line]
+    audited = {words[i + 1] for words in runs for i, w in enumerate(words) if w == "-r"}
+    images = {str(path.relative_to(ROOT)) for dockerfile in DOCKERFILES
+              for _, copied in pip_installs(dockerfile) for path in copied.values()
+              if path.suffix == ".txt"}
+    assert audited == {"constraints.txt", "containers/mnp/requirements-cpu.txt"} | images
+    for words in runs:
+        result = subprocess.run([*words, "--dry-run"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        assert "would have audited" in result.stderr, result.stderr

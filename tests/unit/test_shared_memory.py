@@ -75,3 +75,20 @@ def test_the_functions_read_the_stacks_shared_memory() -> None:
     settings = Settings.from_env({"DATA_BUCKET": "data", "NODE_SHARED_MEMORY_MIB": "12288"})
     assert settings.node_shared_memory_mib == 12288
     assert Settings.from_env({"DATA_BUCKET": "data"}).node_shared_memory_mib is None
+
+
+def test_the_api_answers_400_for_a_batch_its_stack_cannot_hold() -> None:
+    """The API validates with the same rule, from its own environment as the template sets
+    it (RequestInvalid is the API's 400)."""
+    from datetime import UTC, datetime
+
+    from traingrid.runs.submit import training_submission
+    from traingrid.settings import ApiSettings
+    from traingrid_local.emulator.deploy import stand_in_environment
+
+    settings = ApiSettings.from_env(stand_in_environment() | {"DATA_BUCKET": "data"})
+    assert settings.node_shared_memory_mib == 12288
+    body = {"dataset": f"s3://{settings.data_bucket}/imagenet/", "batch_size": 1024}
+    with pytest.raises(RequestInvalid) as refused:
+        training_submission(body, settings, datetime(2026, 11, 25, tzinfo=UTC))
+    assert [p["pointer"] for p in refused.value.problems] == ["/batch_size"]

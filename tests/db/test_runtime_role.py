@@ -4,6 +4,7 @@ no row and touch no migration record."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from traingrid import custom_resources
 from traingrid.db.engine import dispose, transaction
 from traingrid.db.migrate import migrations_folder
 from traingrid.db.repositories import RegionRepository, RunRepository, TrainingRunRepository
-from traingrid.db.roles import RoleInvalid, grant_runtime_access
+from traingrid.db.roles import RoleInvalid, grant_runtime_access, scram_verifier
 
 T0 = datetime(2026, 11, 25, 6, 0, tzinfo=UTC)
 
@@ -123,8 +124,8 @@ def test_a_secret_that_cannot_name_the_role_is_refused_with_every_problem(owner_
         grant_runtime_access(owner, as_owner)
     assert "owner" in str(refused.value) and "no password" in str(refused.value)
     assert "database 'other'" in str(refused.value)
-    quoted = make_url(owner).set(username='x"; DROP ROLE postgres; --', password="p")
-    with pytest.raises(RoleInvalid, match="not a plain role name"):
+    quoted = make_url(owner).set(username='x"; DROP ROLE postgres; --', password="pässword")
+    with pytest.raises(RoleInvalid, match="not a plain role name.*not printable ASCII"):
         grant_runtime_access(owner, quoted.render_as_string(hide_password=False))
 
 
@@ -147,4 +148,24 @@ def test_any_password_is_quoted_by_the_server(owner_and_app, postgres_server):
                                         )).scalar_one() == 1
         stored = connection.execute(text("SELECT rolpassword FROM pg_authid WHERE rolname = :r"),
                                     {"r": url.username}).scalar_one()
-    assert stored.startswith("SCRAM-SHA-256$")
+    assert stored == _recomputed(stored, password)
+
+
+def _recomputed(stored: str, password: str) -> str:
+    """``password``'s verifier with the salt and iterations of ``stored``."""
+    iterations, salt = stored.split("$")[1].split(":")
+    return scram_verifier(password, base64.b64decode(salt), int(iterations))
+
+
+def test_the_verifier_sent_is_the_one_postgresql_makes_of_the_password(postgres_server):
+    """The role's password is sent as its SCRAM verifier, never in plain text; PostgreSQL's
+    own hashing of the same password, salt and iterations gives the same verifier."""
+    role, password = f"tg_scram_{secrets.token_hex(4)}", "Zq8" + secrets.token_hex(12)
+    with postgres_server.begin() as connection:
+        connection.execute(text("SET password_encryption = 'scram-sha-256'"))
+        connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'"))
+        made = connection.execute(text("SELECT rolpassword FROM pg_authid WHERE rolname = :r"),
+                                  {"r": role}).scalar_one()
+        connection.execute(text(f"DROP ROLE {role}"))
+    assert made == _recomputed(made, password)
+    assert password not in scram_verifier(password)

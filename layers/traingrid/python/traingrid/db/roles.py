@@ -5,10 +5,17 @@ functions' role (password from the role's secret) and grants it exactly
 :data:`RUNTIME_PRIVILEGES` on every table of the schema but Alembic's, and the sequences its
 inserts draw ids from. The runtime never deletes a row or changes the schema, so the role can
 neither. SQLite (the emulator's database) has no roles: nothing to do there.
+
+The password goes to the server as its SCRAM-SHA-256 verifier, computed here, so that the
+plain password never appears in a statement a server log could keep.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 import re
 
 from sqlalchemy import Connection, text
@@ -26,6 +33,30 @@ class RoleInvalid(ValueError):
     """The functions' secret cannot name their role."""
 
 
+SCRAM_ITERATIONS = 4096  # PostgreSQL's own default (scram_iterations)
+
+
+def _plain_ascii(password: str) -> bool:
+    return password.isascii() and password.isprintable()
+
+
+def scram_verifier(password: str, salt: bytes | None = None,
+                   iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for ``password`` (RFC 5802/7677), in its
+    ``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`` form. Printable ASCII only:
+    the server would SASLprep anything else first."""
+    if not _plain_ascii(password):
+        raise RoleInvalid("the password is not printable ASCII")
+    salt = os.urandom(16) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.digest(salted, b"Client Key", "sha256")
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    b64 = base64.b64encode
+    return (f"SCRAM-SHA-256${iterations}:{b64(salt).decode()}$"
+            f"{b64(stored_key).decode()}:{b64(server_key).decode()}")
+
+
 def _checked(owner_url: str, app_url: str) -> tuple[str, str]:
     owner, app = make_url(owner_url), make_url(app_url)
     problems = []
@@ -38,6 +69,8 @@ def _checked(owner_url: str, app_url: str) -> tuple[str, str]:
         problems.append("it names the database's owner: the functions need a role of their own")
     if not app.password:
         problems.append("it has no password")
+    elif not _plain_ascii(str(app.password)):
+        problems.append("its password is not printable ASCII (sent as its SCRAM verifier)")
     if app.database != owner.database:
         problems.append(f"it names database {app.database!r}, the migration {owner.database!r}")
     if problems:
@@ -75,7 +108,7 @@ def grant_runtime_access(owner_url: str, app_url: str) -> str | None:
         exists = connection.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :role"),
                                     {"role": role}).first()
         _run(connection, ("ALTER" if exists else "CREATE") + " ROLE %I LOGIN PASSWORD %L",
-             role, password)
+             role, scram_verifier(password))
         schema = connection.execute(text("SELECT current_schema()")).scalar_one()
         database = connection.execute(text("SELECT current_database()")).scalar_one()
         _run(connection, "GRANT CONNECT ON DATABASE %I TO %I", database, role)

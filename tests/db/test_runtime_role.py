@@ -136,8 +136,9 @@ def test_sqlite_has_no_roles_and_the_migration_still_runs(tmp_path: Path):
     dispose(url)
 
 
-def test_any_password_is_quoted_by_the_server(owner_and_app, postgres_server):
-    """A password is a literal, whatever it holds: quotes, a colon, a percent sign."""
+def test_any_printable_password_is_stored_as_its_verifier(owner_and_app, postgres_server):
+    """Whatever it holds (quotes, a colon, a percent sign), a password becomes its verifier,
+    sent as a literal the server quotes: no statement is broken, nothing else runs."""
     owner, app, _ = owner_and_app
     password = "it's :role %s %(x)s \\ \"; DROP ROLE postgres; --"
     url = make_url(app).set(password=password)

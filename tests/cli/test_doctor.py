@@ -358,8 +358,10 @@ def test_a_deployed_stack_is_checked_with_its_own_parameters(account):
 
 def test_invalid_options_and_an_unknown_stack(account):
     result = runner.invoke(app, ["doctor", "--region", HOME, "--nodes", "0", "--parameter",
-                                 "VpcId", "--campaign-instance-type", "ml.t3.medium"])
+                                 "VpcId", "--campaign-instance-type", "ml.t3.medium",
+                                 "--campaign-regions", "us-west-2,moon"])
     assert result.exit_code == 2
+    assert "--campaign-regions 'moon' is not a region code" in result.stderr
     assert "--nodes 0 must be 1-500" in result.stderr and "not Key=Value: 'VpcId'" in \
         result.stderr and "--campaign-instance-type ml.t3.medium" in result.stderr
     result = runner.invoke(app, ["doctor", "--region", HOME, "--stack", "nope"])

@@ -8,6 +8,7 @@ cluster's configuration before it creates anything).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from traingrid_local.doctor.needs import (
     template_defaults,
 )
 
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 DEFAULT_NODES: int = TrainingRunRequest.model_fields["nodes"].default
 DEFAULT_CAMPAIGN_INSTANCE_TYPE: str = Campaign.__table__.c.instance_type.default.arg
 DEFAULT_CAMPAIGN_INSTANCE_COUNT: int = Campaign.__table__.c.instance_count.default.arg
@@ -50,7 +52,11 @@ class Options:
     campaign_instance_count: int | None = None
 
     def problems(self) -> list[str]:
-        problems = []
+        problems = [f"{flag} {region!r} is not a region code (e.g. us-east-1)"
+                    for flag, given in (("--region", self.region),
+                                        ("--campaign-regions", self.campaign_regions or ""))
+                    for region in given.split(",")
+                    if region.strip() and not REGION.match(region.strip())]
         if self.nodes is not None and not 1 <= self.nodes <= 500:
             problems.append(f"--nodes {self.nodes} must be 1-500 (as a run's nodes)")
         unknown = [t for t in (self.instance_types or "").split(",")

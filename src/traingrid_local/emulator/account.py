@@ -174,7 +174,7 @@ def _response_list_applied(self: ServiceQuotasResponse) -> str:
               for s in QUOTAS.values() if s.service == service]
     start = int(params.get("NextToken") or 0)
     size = min(int(params.get("MaxResults") or PAGE), PAGE)
-    page = {"Quotas": quotas[start:start + size]}
+    page: dict[str, Any] = {"Quotas": quotas[start:start + size]}
     if start + size < len(quotas):
         page["NextToken"] = str(start + size)
     return json.dumps(page)
@@ -183,7 +183,7 @@ def _response_list_applied(self: ServiceQuotasResponse) -> str:
 def _get_account_settings(self: LambdaResponse) -> str:
     spec = QUOTAS[("lambda", LAMBDA_CONCURRENCY)]
     limit = int(ACCOUNT.value(self.region, spec))
-    functions = self.backend.list_functions()
+    functions = list(self.backend.list_functions())
     reserved = sum(int(f.reserved_concurrency or 0) for f in functions)
     return json.dumps({
         "AccountLimit": {"TotalCodeSize": 80_530_636_800, "CodeSizeUnzipped": 262_144_000,

@@ -16,18 +16,20 @@ def test_every_role_statement_can_match_what_the_stack_has_or_makes(emulated):
     upload_sample_dataset(emulator)
     s3 = emulator.client("s3")
     s3.put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY, Body=manifest_body(SCENARIOS["happy"], None))
+    finish(emulator, deployment, "TrainingRunStateMachineArn")
+    # Then a run whose archive S3 refuses, which makes what a happy run does not (an export
+    # task; its file system is kept, tagged), and a campaign, which that fault leaves alone.
+    emulator.set_faults(SCENARIOS["export-failed"].faults)
+    s3.put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY,
+                  Body=manifest_body(SCENARIOS["export-failed"], b'{"name": "archive-refused"}'))
     campaign_demo.seed(deployment)
     campaign_demo.upload_and_mark(emulator, deployment)
     fanout = finish(emulator, deployment, "CampaignFanoutStateMachineArn").execution
     assert fanout["status"] == "SUCCEEDED"
-    # Then a run whose archive S3 refuses: it makes what a happy run does not (an export task;
-    # its file system is kept, tagged).
-    emulator.set_faults(SCENARIOS["export-failed"].faults)
-    s3.put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY,
-                  Body=manifest_body(SCENARIOS["export-failed"], b'{"name": "archive-refused"}'))
     runs = finish(emulator, deployment, "TrainingRunStateMachineArn").report["executions"]
-    assert sorted((r["status"], r["error"]) for r in runs) == [
-        ("FAILED", "ExportFailed"), ("SUCCEEDED", None)]
+    assert sorted((r["status"], r["error"] or "") for r in runs) == [
+        ("FAILED", "ExportFailed"), ("SUCCEEDED", "")]
+
     # A stop scoped to executions of a guessed state machine name: CloudFormation names it
     # `<LogicalId>-<random>`, so the jobs' tags never match.
     guessed = Statement("StopRegionJob", "guessed", 0, {

@@ -57,7 +57,9 @@ def start_from_upload(
     a redelivered event reads what was uploaded then, and its run is named from it.
     """
     if key.startswith(f"{ARCHIVE_ROOT}/") or key.rpartition("/")[2] != MANIFEST_NAME:
-        # runs/<run>/manifest.json is an archive's own manifest, not a request.
+        # Nothing under runs/ is a request: runs/<run>/manifest.json is an archive's own
+        # manifest, and whatever else is there came from a run (its job's exports).
+        logger.info("upload ignored: not a run request", extra={"bucket": bucket, "key": key})
         metrics.add_metric(name="UploadIgnored", unit="Count", value=1)
         return {"status": "ignored", "key": key}
     try:

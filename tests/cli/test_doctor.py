@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from traingrid_local.cli import app
+from traingrid_local.doctor.checks import S3_DATA_REPOSITORY
 from traingrid_local.doctor.needs import read_template, template_defaults
 from traingrid_local.emulator.account import ACCOUNT
 from traingrid_local.emulator.deploy import TEMPLATE
@@ -147,6 +148,24 @@ def test_a_quota_for_the_smaller_type_only_warns_and_fewer_nodes_pass(account):
     assert fewer.exit_code == 0 and " ec2-quota " not in "".join(lines(fewer, "warning"))
 
 
+def test_each_family_has_its_quota_and_a_spot_environment_the_spot_one(account, tmp_path):
+    account.healthy()
+    result = account.doctor("--instance-types", "p3.16xlarge,g5.12xlarge", "--nodes", "4")
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert ("G instances (on-demand, L-DB2E81BA): 0 vCPUs in us-east-1; 4 nodes × g5.12xlarge "
+            "need 192") in blocker
+
+    def spot(resources: dict[str, Any]) -> None:
+        for resource in resources.values():
+            if resource["Type"] == "AWS::Batch::ComputeEnvironment":
+                resource["Properties"]["ComputeResources"]["Type"] = "SPOT"
+
+    result = account.doctor("--template", variant(tmp_path, spot))
+    assert result.exit_code == 1
+    assert "P instances (spot, L-7212CCBC): 0 vCPUs" in lines(result, "BLOCKER")[0]
+
+
 def test_sagemaker_quota_missing_in_every_campaign_region_is_a_blocker(account):
     account.healthy()
     ACCOUNT.set_quota("sagemaker", "ml.p3.16xlarge for training job usage", 0)
@@ -181,11 +200,8 @@ def test_no_fsx_service_linked_role_is_a_blocker_unless_the_stack_may_create_it(
     assert any("does not exist yet: the first file system creates it (the stack's roles may)"
                in line for line in lines(result, "ok"))
     # A template whose roles may not create it (as before this release).
-    template = tmp_path / "template.yaml"
-    template.write_text("".join(
-        line for line in TEMPLATE.read_text().splitlines(keepends=True)
-        if "aws-service-role/fsx.amazonaws.com/" not in line))
-    result = account.doctor("--template", str(template))
+    template = without_grants(tmp_path, "fsx.amazonaws.com")
+    result = account.doctor("--template", template)
     assert result.exit_code == 1
     (blocker,) = lines(result, "BLOCKER")
     assert "fsx" in blocker and "AWSServiceRoleForAmazonFSx does not exist" in blocker
@@ -193,7 +209,30 @@ def test_no_fsx_service_linked_role_is_a_blocker_unless_the_stack_may_create_it(
             "fsx.amazonaws.com") in blocker
     ACCOUNT.denied.add("iam:CreateServiceLinkedRole")
     assert "an administrator must create it" in lines(
-        account.doctor("--template", str(template)), "BLOCKER")[0]
+        account.doctor("--template", template), "BLOCKER")[0]
+    # FSx reaches the data bucket through a role made per file system, by the stack's roles.
+    result = account.doctor("--template", without_grants(tmp_path, S3_DATA_REPOSITORY))
+    assert result.exit_code == 1
+    assert ("the stack's roles may not create the role FSx reads the data bucket through" in
+            lines(result, "BLOCKER")[0])
+
+
+def without_grants(tmp_path: Path, service: str) -> str:
+    """template.yaml whose roles may not create ``service``'s service-linked roles."""
+
+    def change(value: Any) -> None:
+        if isinstance(value, dict):
+            action = value.get("Action")
+            if "iam:CreateServiceLinkedRole" in (action if isinstance(action, list) else [action]):
+                value["Resource"] = [r for r in value["Resource"]
+                                     if f"/{service}/" not in json.dumps(r)]
+            for item in value.values():
+                change(item)
+        elif isinstance(value, list):
+            for item in value:
+                change(item)
+
+    return variant(tmp_path, change)
 
 
 def test_an_image_missing_in_a_campaign_region_is_a_blocker_with_the_push_command(account):
@@ -259,17 +298,26 @@ def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(acco
         lines(result, "BLOCKER")[0]
 
 
-def reserving(tmp_path: Path, reserved: int | None) -> str:
-    """template.yaml with the janitor reserving ``reserved`` (None: no function reserving)."""
+def variant(tmp_path: Path, change: Any) -> str:
+    """A copy of template.yaml (as JSON, which the doctor reads too) that ``change`` made."""
     template = read_template(TEMPLATE)
-    for resource in template["Resources"].values():
-        resource.get("Properties", {}).pop("ReservedConcurrentExecutions", None)
-    if reserved is not None:
-        janitor = template["Resources"]["JanitorFunction"]["Properties"]
-        janitor["ReservedConcurrentExecutions"] = reserved
-    path = tmp_path / f"template-{reserved}.json"
+    change(template["Resources"])
+    path = tmp_path / f"template-{len(list(tmp_path.iterdir()))}.json"
     path.write_text(json.dumps(template))
     return str(path)
+
+
+def reserving(tmp_path: Path, reserved: int | None) -> str:
+    """template.yaml with the janitor reserving ``reserved`` (None: no function reserving)."""
+
+    def change(resources: dict[str, Any]) -> None:
+        for resource in resources.values():
+            resource.get("Properties", {}).pop("ReservedConcurrentExecutions", None)
+        if reserved is not None:
+            janitor = resources["JanitorFunction"]["Properties"]
+            janitor["ReservedConcurrentExecutions"] = reserved
+
+    return variant(tmp_path, change)
 
 
 def test_a_new_accounts_lambda_concurrency_is_a_blocker_for_a_stack_that_reserves(account,

@@ -31,6 +31,7 @@ LAMBDA_CONCURRENCY = "L-B99A9384"  # Lambda's Concurrent executions
 # Lambda keeps this much of the account's concurrency unreserved (all of it below 100).
 LAMBDA_MIN_UNRESERVED = 100
 FSX_ROLE_PATH = "/aws-service-role/fsx.amazonaws.com/"
+S3_DATA_REPOSITORY = "s3.data-source.lustre.fsx.amazonaws.com"
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,11 @@ def fsx(needs: Needs, aws: Aws) -> Iterator[Finding]:
     fsx.amazonaws.com; the S3 data repository's role is made the same way."""
     name = "fsx"
     aws.call("fsx", "describe_file_systems", MaxResults=1)
+    if not needs.grants_service_linked_role(S3_DATA_REPOSITORY):
+        yield Finding(name, BLOCKER, (
+            "the stack's roles may not create the role FSx reads the data bucket through (a "
+            f"service-linked role of {S3_DATA_REPOSITORY}, one per file system): every run's "
+            "file system would fail. Deploy the current template.yaml"))
     roles = list(aws.pages("iam", "list_roles", "Roles", PathPrefix=FSX_ROLE_PATH))
     if roles:
         yield Finding(name, OK, f"FSx's service-linked role {roles[0]['RoleName']} exists")

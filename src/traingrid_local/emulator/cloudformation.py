@@ -101,7 +101,7 @@ def _named(previous: Callable[..., Any]) -> Callable[..., Any]:
         resource_class, cleaned, _moto_name = parsed
         given = cleaned.get("Properties", {}).get(naming.prop)
         name = given if given is not None else naming.generate(
-            resources_map["AWS::StackName"], logical_id)
+            str(resources_map["AWS::StackName"]), logical_id)
         return resource_class, cleaned, name
 
     return parse_resource_and_generate_name

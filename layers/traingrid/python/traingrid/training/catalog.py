@@ -18,21 +18,38 @@ class InstanceType:
     usd_per_hour: float
     efa_interfaces: int = 0  # EFA network interfaces (one per network card); 0: TCP only
     efa_rdma: bool = False  # EFA with RDMA reads (libfabric's FI_EFA_USE_DEVICE_RDMA)
+    # ResNet-50 training images/s one of its GPUs sustains (mixed precision): what a run's
+    # file system must feed unless the request says otherwise (GPU_IMAGES_PER_S below).
+    gpu_images_per_s: int = 0
 
+
+# ResNet-50 v1.5 training throughput per GPU, mixed precision, rounded down: NVIDIA's
+# published figures (DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5
+# README: ~1,200 images/s on a V100 16/32 GB, ~2,500 on an A100; NVIDIA's "Data Center Deep
+# Learning Product Performance" page: H100 SXM ~3,000, A10 ~800 for the A10G's sibling).
+# The seed's TensorFlow 1.12/Horovod run reached ~100,000 images/s on 160 V100s (~625 each):
+# a request states its own rate with expected_images_per_s_per_gpu.
+GPU_IMAGES_PER_S = {"V100": 1200, "A100": 2500, "H100": 3000, "A10G": 800}
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
     it.name: it
     for it in (
-        InstanceType("p3.2xlarge", 1, 8, 61 * 1024, 3.06),
-        InstanceType("p3.8xlarge", 4, 32, 244 * 1024, 12.24),
-        InstanceType("p3.16xlarge", 8, 64, 488 * 1024, 24.48),
-        InstanceType("p3dn.24xlarge", 8, 96, 768 * 1024, 31.212, efa_interfaces=1),
+        InstanceType("p3.2xlarge", 1, 8, 61 * 1024, 3.06,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["V100"]),
+        InstanceType("p3.8xlarge", 4, 32, 244 * 1024, 12.24,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["V100"]),
+        InstanceType("p3.16xlarge", 8, 64, 488 * 1024, 24.48,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["V100"]),
+        InstanceType("p3dn.24xlarge", 8, 96, 768 * 1024, 31.212, efa_interfaces=1,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["V100"]),
         InstanceType("p4d.24xlarge", 8, 96, 1152 * 1024, 32.7726, efa_interfaces=4,
-                     efa_rdma=True),
+                     efa_rdma=True, gpu_images_per_s=GPU_IMAGES_PER_S["A100"]),
         InstanceType("p5.48xlarge", 8, 192, 2048 * 1024, 55.04, efa_interfaces=32,
-                     efa_rdma=True),
-        InstanceType("g5.12xlarge", 4, 48, 192 * 1024, 5.672),
-        InstanceType("g5.48xlarge", 8, 192, 768 * 1024, 16.288),
+                     efa_rdma=True, gpu_images_per_s=GPU_IMAGES_PER_S["H100"]),
+        InstanceType("g5.12xlarge", 4, 48, 192 * 1024, 5.672,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["A10G"]),
+        InstanceType("g5.48xlarge", 8, 192, 768 * 1024, 16.288,
+                     gpu_images_per_s=GPU_IMAGES_PER_S["A10G"]),
     )
 }
 
@@ -85,13 +102,39 @@ class DeploymentType(StrEnum):
     PERSISTENT_1 = "PERSISTENT_1"
 
 
-# Storage-only price per GB-month (us-east-1); PERSISTENT_1 at 200 MB/s/TiB.
-FSX_USD_PER_GB_MONTH = {
-    DeploymentType.SCRATCH_1: 0.14,
-    DeploymentType.SCRATCH_2: 0.14,
-    DeploymentType.PERSISTENT_1: 0.29,
-}
-PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB = 200
+@dataclass(frozen=True)
+class FsxTier:
+    """A deployment type at one throughput per TiB of storage, and its price.
+
+    ``deployment_type`` is a string: PERSISTENT_2 is priced here for comparison, but it links
+    S3 only through data repository associations, not ImportPath (``import_path``), so a run
+    cannot ask for it."""
+
+    deployment_type: str
+    mb_s_per_tib: int  # baseline; PerUnitStorageThroughput for the persistent types
+    usd_per_gb_month: float
+    burst_mb_s_per_tib: int | None = None
+    per_unit: bool = False  # the tier is chosen with PerUnitStorageThroughput
+    import_path: bool = True
+
+
+# Storage price per GB-month, us-east-1 (aws.amazon.com/fsx/lustre/pricing, SSD storage);
+# throughput per TiB from the FSx for Lustre User Guide ("Aggregate file system performance").
+FSX_TIERS: tuple[FsxTier, ...] = (
+    FsxTier("SCRATCH_1", 200, 0.140),
+    FsxTier("SCRATCH_2", 200, 0.140, burst_mb_s_per_tib=1300),
+    FsxTier("PERSISTENT_1", 50, 0.145, per_unit=True),
+    FsxTier("PERSISTENT_1", 100, 0.210, per_unit=True),
+    FsxTier("PERSISTENT_1", 200, 0.290, per_unit=True),
+    FsxTier("PERSISTENT_2", 125, 0.145, per_unit=True, import_path=False),
+    FsxTier("PERSISTENT_2", 250, 0.210, per_unit=True, import_path=False),
+    FsxTier("PERSISTENT_2", 500, 0.340, per_unit=True, import_path=False),
+    FsxTier("PERSISTENT_2", 1000, 0.600, per_unit=True, import_path=False),
+)
+# PerUnitStorageThroughput values a request may name (PERSISTENT_1, the persistent type a run
+# can hydrate with ImportPath).
+PERSISTENT_1_PER_UNIT_MB_S = tuple(t.mb_s_per_tib for t in FSX_TIERS
+                                   if t.deployment_type == "PERSISTENT_1")
 HOURS_PER_MONTH = 730
 MIN_CAPACITY_GIB = 1200
 MAX_CAPACITY_GIB = 1_000_000 // 1200 * 1200

@@ -14,23 +14,24 @@ from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
 from traingrid.training.attempts import first_attempt
 from traingrid.training.catalog import (
-    FSX_USD_PER_GB_MONTH,
-    HOURS_PER_MONTH,
     INSTANCE_TYPES,
-    PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB,
-    DeploymentType,
     is_valid_capacity,
     resource_requirements,
     round_up_capacity,
 )
-from traingrid.training.state import PlanLimits, RunPlan
+from traingrid.training.sizing import (
+    CAPACITY_HEADROOM,
+    GIB,
+    Sizing,
+    epoch_times,
+    lustre_throughput,
+    size_file_system,
+)
+from traingrid.training.state import PlanLimits, PlanReads, RunPlan
 
 if TYPE_CHECKING:
     from traingrid.training.request import TrainingRunRequest
 
-GIB = 1024**3
-# Room for checkpoints, logs and Lustre metadata on top of the dataset itself.
-CAPACITY_HEADROOM = 1.25
 FSX_MOUNT_POINT = "/fsx"
 SCRATCH_DIR = "/scratch"
 ARCHIVE_ROOT = "runs"
@@ -68,11 +69,13 @@ def outputs_prefix(run: str) -> str:
 
 
 def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> int:
+    """The file system's capacity: the request's own, checked, or sized for the dataset and
+    the job's reads (``sizing.size_file_system``)."""
     deployment_type = request.fsx.deployment_type
     needed_gib = dataset.bytes * CAPACITY_HEADROOM / GIB
     requested = request.fsx.storage_capacity_gib
     if requested is None:
-        return round_up_capacity(deployment_type, needed_gib)
+        return size_file_system(request, dataset).choice.capacity_gib
     problems = []
     if not is_valid_capacity(deployment_type, requested):
         problems.append(
@@ -92,20 +95,43 @@ def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> i
     return requested
 
 
-def lustre_configuration(request: TrainingRunRequest, run: str) -> dict[str, Any]:
-    """The CreateFileSystem LustreConfiguration: hydrate from the dataset, export to the run's
-    own prefix."""
+def lustre_configuration(request: TrainingRunRequest, run: str, sizing: Sizing
+                         ) -> dict[str, Any]:
+    """The CreateFileSystem LustreConfiguration: the sized deployment type and throughput,
+    hydrated from the dataset, exported to the run's own prefix."""
     config: dict[str, Any] = {
-        "DeploymentType": str(request.fsx.deployment_type),
+        "DeploymentType": sizing.choice.tier.deployment_type,
         "ImportPath": request.dataset,
         # Export maps the file system's root to runs/<run>/: outputs/ on the file system is
         # archived to s3://<bucket>/runs/<run>/outputs/, and nothing the job writes, or
         # exports with lfs hsm_archive, can land anywhere else in the bucket.
         "ExportPath": f"s3://{request.bucket}/{archive_prefix(run)}",
     }
-    if request.fsx.deployment_type is DeploymentType.PERSISTENT_1:
-        config["PerUnitStorageThroughput"] = PERSISTENT_1_THROUGHPUT_MBPS_PER_TIB
-    return config
+    return config | lustre_throughput(sizing.choice)
+
+
+def plan_reads(sizing: Sizing, dataset: DatasetSize) -> PlanReads:
+    """What the job reads and what the file system gives, for the plan and its readers."""
+    times = epoch_times(sizing, dataset)
+    demand, choice = sizing.demand, sizing.choice
+    return {
+        "images_per_s": demand.images_per_s,
+        "images_per_s_source": demand.images_per_s_source,
+        "record_bytes": demand.record_bytes,
+        "record_bytes_source": demand.record_bytes_source,
+        "records": demand.records,
+        "required_mb_s": round(demand.required_mb_s, 1),
+        "throughput_mb_s": round(choice.throughput_mb_s, 1),
+        "burst_mb_s": None if choice.burst_mb_s is None else round(choice.burst_mb_s, 1),
+        "meets": sizing.meets,
+        "epoch_s": round(times.epoch_s, 1),
+        "compute_epoch_s": round(times.compute_s, 1),
+        "first_epoch_lazy_s": round(times.first_epoch_lazy_s, 1),
+        "preload_s": round(times.preload_s, 1),
+        "first_epoch_preloaded_s": round(times.first_epoch_preloaded_s, 1),
+        "notes": list(sizing.notes),
+        "warnings": list(sizing.warnings),
+    }
 
 
 def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
@@ -157,7 +183,8 @@ def plan_run(
 ) -> RunPlan:
     instance = INSTANCE_TYPES[request.instance_type]
     mpi_gpus = request.nodes * instance.gpus
-    capacity = storage_capacity_gib(request, dataset)
+    capacity = storage_capacity_gib(request, dataset)  # refuses an invalid explicit one
+    sizing = size_file_system(request, dataset)
     limits: PlanLimits = {
         "hydrate_s": request.timeouts.hydrate_minutes * 60,
         "runnable_s": request.timeouts.runnable_minutes * 60,
@@ -171,7 +198,7 @@ def plan_run(
                                                            + limits["training_s"])
     expires_at = now + timedelta(seconds=total_s) + EXPIRY_MARGIN
     compute_per_hour = request.nodes * instance.usd_per_hour
-    fsx_per_hour = capacity * FSX_USD_PER_GB_MONTH[request.fsx.deployment_type] / HOURS_PER_MONTH
+    fsx_per_hour = sizing.choice.usd_per_hour
     return {
         "run": run,
         "dataset": {
@@ -183,7 +210,7 @@ def plan_run(
         },
         "file_system": {
             "storage_capacity_gib": capacity,
-            "lustre_configuration": lustre_configuration(request, run),
+            "lustre_configuration": lustre_configuration(request, run, sizing),
             "client_request_token": client_request_token(run),
             "tags": [
                 {"Key": "Name", "Value": f"traingrid-{run}"},
@@ -219,6 +246,7 @@ def plan_run(
             "file_system_path": OUTPUTS_DIR,
         },
         "limits": limits,
+        "reads": plan_reads(sizing, dataset),
         "estimate": {
             "compute_usd_per_hour": round(compute_per_hour, 2),
             "fsx_usd_per_hour": round(fsx_per_hour, 2),

@@ -22,16 +22,16 @@ from pydantic import (
 from traingrid.errors import CommandNotPermitted, DatasetNotPermitted, RequestInvalid
 from traingrid.training.catalog import (
     INSTANCE_TYPES,
+    PERSISTENT_1_PER_UNIT_MB_S,
     DeploymentType,
     loader_shared_memory_mib,
 )
 from traingrid.validation import parse
 
-# The seed's Horovod/NCCL settings for 20 × p3.16xlarge.
-DEFAULT_EXTRA_MPI_PARAMS = (
-    "-x HOROVOD_HIERARCHICAL_ALLREDUCE=1 -x HOROVOD_FUSION_THRESHOLD=16777216 "
-    "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
-)
+# The seed's NCCL settings for 20 × p3.16xlarge: only what the trainer's NCCL reads (its
+# HOROVOD_* settings are gone, nothing reads them; a request may still set them for a command
+# of its own that runs Horovod).
+DEFAULT_EXTRA_MPI_PARAMS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 # An argument of a command: printable, no control characters (it is passed as argv, to no shell).
 COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
@@ -122,9 +122,23 @@ class FsxOptions(_Strict):
     storage_capacity_gib: Annotated[
         int, Field(ge=1200, le=1_000_000), BeforeValidator(integral)] | None = Field(
         default=None,
-        description="Storage capacity; by default sized from the dataset, rounded up to a "
+        description="Storage capacity; by default sized to hold the dataset and to give the "
+        "throughput the job reads it at (throughput grows with capacity), rounded up to a "
         "valid increment (1200, 2400, then steps of 2400 GiB, or 3600 for SCRATCH_1).",
     )
+    per_unit_storage_throughput: Literal[PERSISTENT_1_PER_UNIT_MB_S] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="PERSISTENT_1 only: MB/s per TiB of storage; by default the cheapest that "
+        "gives the job's reads.",
+    )
+
+    @model_validator(mode="after")
+    def _throughput_of_persistent(self) -> Self:
+        if (self.per_unit_storage_throughput is not None
+                and self.deployment_type is not DeploymentType.PERSISTENT_1):
+            raise ValueError("per_unit_storage_throughput applies to deployment_type "
+                             "PERSISTENT_1 only")
+        return self
 
 
 class Timeouts(_Strict):
@@ -177,6 +191,18 @@ class TrainingRunRequest(_Strict):
         "is refused (the API answers 400 listing them).",
     )
     batch_size: JsonInteger = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
+    expected_images_per_s_per_gpu: Annotated[
+        int, Field(ge=1, le=1_000_000), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Images per second each GPU trains at: what the file system must feed. "
+        "By default the instance type's ResNet-50 mixed-precision figure (traingrid plan "
+        "shows it).")
+    dataset_records: Annotated[
+        int, Field(ge=1, le=10**12), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Images (records) in the dataset, when its objects are shards such as "
+        "TFRecord files: the mean record size is then its bytes over this. By default each "
+        "object is a record when objects average 4 MiB or less, else ~110 KB a record.")
     epochs: JsonInteger = Field(default=90, ge=1, le=10_000,
                                 description="Epochs to train; more than warmup_epochs.")
     warmup_epochs: JsonInteger = Field(

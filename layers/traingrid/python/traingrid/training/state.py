@@ -85,6 +85,28 @@ class PlanLimits(TypedDict):
     archive_s: int
 
 
+class PlanReads(TypedDict):
+    """What the job reads (images/s of records), what the file system gives, and how long an
+    epoch takes at both (``plan.plan_reads``)."""
+
+    images_per_s: int
+    images_per_s_source: str
+    record_bytes: int
+    record_bytes_source: str
+    records: int
+    required_mb_s: float
+    throughput_mb_s: float
+    burst_mb_s: float | None
+    meets: bool
+    epoch_s: float
+    compute_epoch_s: float
+    first_epoch_lazy_s: float
+    preload_s: float
+    first_epoch_preloaded_s: float
+    notes: list[str]
+    warnings: list[str]
+
+
 class PlanEstimate(TypedDict):
     compute_usd_per_hour: float
     fsx_usd_per_hour: float
@@ -100,6 +122,7 @@ class RunPlan(TypedDict):
     job: PlanJob
     archive: PlanArchive
     limits: PlanLimits
+    reads: NotRequired[PlanReads]  # absent from older plans
     estimate: PlanEstimate
 
 

@@ -1,0 +1,102 @@
+"""Sizing the file system for the job's reads: the rate, the record size, the cheapest tier
+that feeds the job, and a warning when the request's own file system starves it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from traingrid.training.catalog import FSX_TIERS, INSTANCE_TYPES, is_valid_capacity
+from traingrid.training.plan import DatasetSize, plan_run
+from traingrid.training.request import TrainingRunRequest
+from traingrid.training.sizing import DEFAULT_RECORD_BYTES, read_demand, size_file_system
+from traingrid.validation import parse
+
+GB = 10**9
+IMAGENET = DatasetSize(objects=1281, bytes=150 * GB)  # 1,281 TFRecord shards
+
+
+def request(**fields):
+    return parse(TrainingRunRequest, {"dataset": "s3://bkt/imagenet/", **fields})
+
+
+def test_the_rate_is_the_catalogs_per_gpu_figure_unless_the_request_states_one():
+    demand = read_demand(request(), IMAGENET)
+    assert demand.images_per_s == 20 * 8 * INSTANCE_TYPES["p3.16xlarge"].gpu_images_per_s
+    assert demand.images_per_s_source == "catalog (p3.16xlarge)"
+    own = read_demand(request(expected_images_per_s_per_gpu=625), IMAGENET)
+    assert (own.images_per_s, own.images_per_s_source) == (100_000, "request")
+    # ~100,000 images/s of ~110 KB records: ~11 GB/s
+    assert own.required_mb_s == pytest.approx(100_000 * DEFAULT_RECORD_BYTES / 1e6)
+
+
+def test_the_record_size_comes_from_records_objects_or_the_default():
+    shards = read_demand(request(), IMAGENET)
+    assert (shards.record_bytes, shards.record_bytes_source) == (
+        DEFAULT_RECORD_BYTES, "default (ImageNet-like JPEG)")
+    counted = read_demand(request(dataset_records=1_281_167), IMAGENET)
+    assert counted.record_bytes == round(150 * GB / 1_281_167)
+    jpegs = read_demand(request(), DatasetSize(objects=1_000_000, bytes=90 * GB))
+    assert (jpegs.record_bytes, jpegs.records) == (90_000, 1_000_000)
+
+
+@pytest.mark.parametrize(("per_gpu", "kind", "capacity"), [
+    # 160 GPUs × 1 image/s: the dataset's 150 GB (+25%) fit the smallest SCRATCH_2
+    (1, "SCRATCH_2", 1200),
+    # 160 × 625 × 110 KB = 11,000 MB/s at 200 MB/s/TiB: 55 TiB → 57,600 GiB
+    (625, "SCRATCH_2", 57_600),
+    # 160 × 1,200 × 110 KB = 21,120 MB/s → 110,400 GiB
+    (1200, "SCRATCH_2", 110_400),
+])
+def test_the_cheapest_file_system_that_feeds_the_job_is_chosen(per_gpu, kind, capacity):
+    sizing = size_file_system(request(expected_images_per_s_per_gpu=per_gpu), IMAGENET)
+    assert sizing.meets and not sizing.warnings
+    assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == (kind, capacity)
+    assert is_valid_capacity(sizing.choice.tier.deployment_type, capacity)
+    # Any smaller valid SCRATCH_2 would starve the job.
+    if capacity > 1200:
+        assert (capacity - 2400) / 1024 * 200 < sizing.demand.required_mb_s
+
+
+def test_a_persistent_type_takes_the_cheapest_throughput_per_tib_that_feeds_the_job():
+    slow = size_file_system(request(expected_images_per_s_per_gpu=1,
+                                    fsx={"deployment_type": "PERSISTENT_1"}), IMAGENET)
+    assert slow.choice.tier.mb_s_per_tib == 50  # capacity-bound: the cheapest per GB
+    fast = plan_run(request(fsx={"deployment_type": "PERSISTENT_1"}), run="r",
+                    execution_arn="a", dataset=IMAGENET, now=datetime.now(UTC))
+    lustre = fast["file_system"]["lustre_configuration"]
+    assert (lustre["DeploymentType"], lustre["PerUnitStorageThroughput"]) == ("PERSISTENT_1",
+                                                                                200)
+    assert fast["reads"]["meets"]
+
+
+def test_a_cheaper_tier_a_run_cannot_create_is_named_not_chosen():
+    sizing = size_file_system(request(), IMAGENET)
+    assert sizing.choice.tier.import_path
+    assert any("PERSISTENT_2" in note and "data repository association" in note
+               for note in sizing.notes)
+    assert not any(t.import_path for t in FSX_TIERS if t.deployment_type == "PERSISTENT_2")
+
+
+def test_an_explicit_file_system_that_starves_the_job_wins_with_a_warning():
+    plan = plan_run(request(fsx={"storage_capacity_gib": 1200}), run="r", execution_arn="a",
+                    dataset=IMAGENET, now=datetime.now(UTC))
+    reads = plan["reads"]
+    assert plan["file_system"]["storage_capacity_gib"] == 1200
+    assert not reads["meets"]
+    assert reads["throughput_mb_s"] == pytest.approx(1200 / 1024 * 200, abs=0.1)
+    [warning] = reads["warnings"]
+    assert "20,886 MB/s short of the 21,120 MB/s" in warning
+    # Reads, not the GPUs, set the epoch's length.
+    assert reads["epoch_s"] > reads["compute_epoch_s"]
+
+
+def test_the_first_epoch_reads_from_s3_lazily_or_after_a_preload():
+    reads = plan_run(request(expected_images_per_s_per_gpu=625, fsx={
+        "storage_capacity_gib": 2400}), run="r", execution_arn="a", dataset=IMAGENET,
+        now=datetime.now(UTC))["reads"]
+    read_s = 150 * GB / (2400 / 1024 * 200 * 1e6)
+    assert reads["preload_s"] == pytest.approx(read_s, abs=0.1)
+    assert reads["first_epoch_preloaded_s"] == pytest.approx(read_s, abs=0.1)
+    assert reads["first_epoch_lazy_s"] == pytest.approx(2 * read_s, abs=0.1)

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traingrid_node.metrics import CHECKPOINT_DIR
-from traingrid_trainer.schedule import DECAY_MODES
+from traingrid_trainer.data import PIPELINES
+from traingrid_trainer.optim import TRUST_COEFFICIENT
+from traingrid_trainer.schedule import DECAY_MODES, LARS_ABOVE, OPTIMIZERS
 
 IMAGENET_TRAIN_IMAGES = 1_281_167
 
@@ -20,11 +22,14 @@ class TrainConfig:
     output_dir: Path
     epochs: int
     batch_size: int  # images per rank and step
-    warmup_epochs: int
+    warmup_epochs: int | None  # None: the recipe's rule for the global batch (schedule.py)
     lr_decay_mode: str
     base_lr: float
     momentum: float
     weight_decay: float
+    optimizer: str  # auto, sgd or lars
+    lars_lr: float | None  # None: the recipe's for the global batch
+    trust_coefficient: float
     label_smoothing: float
     image_size: int
     synthetic: bool
@@ -34,6 +39,9 @@ class TrainConfig:
     loader_workers: int
     fail_rank: int | None
     checkpoint_dir: Path
+    input_pipeline: str = "auto"  # auto, cpu, gpu or legacy (data.py)
+    benchmark_input: bool = False  # measure the input pipeline instead of training
+    benchmark_seconds: float = 10.0
 
 
 # SageMaker (script mode) says where things are in its own variables: the train channel's
@@ -68,6 +76,18 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _warmup(text: str) -> int | None:
+    """Epochs, or ``auto`` (also an empty WARMUP_EPOCHS): the recipe's rule."""
+    return None if text.strip() in ("", "auto") else _non_negative(text)
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 -m traingrid_trainer",
@@ -86,13 +106,23 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                    default=int(env.get("EPOCHS", "90")))
     p.add_argument("-b", "--batch_size", "--batch-size", type=_positive,
                    default=int(env.get("BATCH_SIZE", "256")), help="images per GPU")
-    p.add_argument("--warmup_epochs", "--warmup-epochs", type=_non_negative,
-                   default=int(env.get("WARMUP_EPOCHS", "10")))
+    p.add_argument("--warmup_epochs", "--warmup-epochs", type=_warmup,
+                   default=env.get("WARMUP_EPOCHS") or "auto",
+                   help="epochs, or auto: 0 up to 256 images a step, 5 below 32k, 25 from "
+                        "32k, at most half the run")
     p.add_argument("--lr_decay_mode", "--lr-decay-mode", choices=DECAY_MODES,
                    default=env.get("LR_DECAY_MODE", "poly"))
     p.add_argument("--lr", type=float, default=0.1, help="for a global batch of 256")
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--weight_decay", "--weight-decay", type=float, default=1e-4)
+    p.add_argument("--weight_decay", "--weight-decay", type=float, default=1e-4,
+                   help="on convolution and linear weights; never on BatchNorm or biases")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="auto",
+                   help=f"auto: LARS above a global batch of {LARS_ABOVE:,}, else SGD")
+    p.add_argument("--lars_lr", "--lars-lr", type=_positive_float, default=None,
+                   help="LARS's peak rate; default: the MLPerf reference's for the global "
+                        "batch (10, 25 from 16k, 31.2 from 32k)")
+    p.add_argument("--lars_trust_coefficient", "--lars-trust-coefficient",
+                   type=_positive_float, default=TRUST_COEFFICIENT)
     p.add_argument("--label_smoothing", "--label-smoothing", type=float, default=0.1)
     p.add_argument("--image_size", "--image-size", type=_positive, default=224)
     p.add_argument("--synthetic", action="store_true",
@@ -104,6 +134,14 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--log_every", "--log-every", type=_positive, default=50,
                    help="log throughput every N steps")
     p.add_argument("--loader_workers", "--loader-workers", type=_non_negative, default=4)
+    p.add_argument("--input_pipeline", "--input-pipeline", choices=PIPELINES, default="auto",
+                   help="auto: decode on the GPU (nvJPEG) when there is one, else on the "
+                        "CPU (Pillow); legacy: the first pipeline, for comparison")
+    p.add_argument("--benchmark_input", "--benchmark-input", action="store_true",
+                   help="run the input pipeline alone (one loader worker) for "
+                        "--benchmark_seconds and print one JSON line of its images/s")
+    p.add_argument("--benchmark_seconds", "--benchmark-seconds", type=_positive_float,
+                   default=10.0)
     p.add_argument("--fail_rank", "--fail-rank", type=_non_negative, default=None,
                    help="fault injection: this rank exits 3 after the all-reduce check")
     p.add_argument("--clear_log", "--clear-log", action="store_true",
@@ -115,7 +153,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
     env = os.environ if env is None else env
     p = parser(env)
     args = p.parse_args(list(argv))
-    if args.warmup_epochs >= args.num_epochs:
+    if args.warmup_epochs is not None and args.warmup_epochs >= args.num_epochs:
         p.error(f"--warmup_epochs ({args.warmup_epochs}) must be fewer than --num_epochs "
                 f"({args.num_epochs})")
     steps = args.steps_per_epoch or (100 if args.synthetic else None)
@@ -125,8 +163,11 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
         data_dir=args.data_dir, output_dir=args.output_dir, epochs=args.num_epochs,
         batch_size=args.batch_size, warmup_epochs=args.warmup_epochs,
         lr_decay_mode=args.lr_decay_mode, base_lr=args.lr, momentum=args.momentum,
-        weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
+        weight_decay=args.weight_decay, optimizer=args.optimizer, lars_lr=args.lars_lr,
+        trust_coefficient=args.lars_trust_coefficient, label_smoothing=args.label_smoothing,
         image_size=args.image_size, synthetic=args.synthetic, steps_per_epoch=steps,
         train_images=args.train_images, log_every=args.log_every,
         loader_workers=args.loader_workers, fail_rank=args.fail_rank,
+        input_pipeline=args.input_pipeline, benchmark_input=args.benchmark_input,
+        benchmark_seconds=args.benchmark_seconds,
         checkpoint_dir=checkpoints)

@@ -3,6 +3,7 @@ epoch, log throughput every N steps, evaluate and write metrics.json."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import sys
@@ -20,16 +21,18 @@ from traingrid_node.config import ExportConfig, export_config
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
 from traingrid_trainer import checkpoint, data
+from traingrid_trainer.bench import benchmark_input
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50
-from traingrid_trainer.schedule import Schedule
+from traingrid_trainer.optim import build_optimizer, built_as
+from traingrid_trainer.schedule import Schedule, recipe
 from traingrid_trainer.world import World, detect_world
 
 EXIT_FAILED_RANK = 3
 EXIT_NO_DATA = 66  # EX_NOINPUT
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 
-Batches = Iterator[tuple[torch.Tensor, torch.Tensor]]
+Batches = data.Batches
 
 
 def log(world: World, message: str, every_rank: bool = False) -> None:
@@ -49,10 +52,11 @@ def check_allreduce(world: World, device: torch.device) -> bool:
 def batches_for(cfg: TrainConfig, world: World, device: torch.device) -> Batches:
     if cfg.synthetic:
         return data.synthetic_batches(cfg.batch_size, cfg.image_size, device, world.rank)
-    loader = data.dataset_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
-                                  cfg.image_size, cfg.loader_workers)
-    return ((images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
-            for images, labels in loader)
+    pipeline = data.choose_pipeline(cfg.input_pipeline, device)
+    log(world, f"input: {pipeline.name} pipeline, decoder {pipeline.decoder} ({pipeline.why}), "
+               f"{cfg.loader_workers} loader workers")
+    return data.device_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
+                               cfg.image_size, cfg.loader_workers, pipeline, device)
 
 
 def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
@@ -62,12 +66,14 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
         return None
     model.eval()
     counts = torch.zeros(2, device=device)
-    loader = data.dataset_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
-                                  cfg.image_size, cfg.loader_workers, train=False)
+    batches = data.device_batches(cfg.data_dir, world.rank, world.size, cfg.batch_size,
+                                  cfg.image_size, cfg.loader_workers,
+                                  data.choose_pipeline(cfg.input_pipeline, device), device,
+                                  train=False)
     with torch.no_grad():
-        for images, labels in loader:
-            predicted = model(images.to(device)).argmax(dim=1)
-            counts[0] += (predicted == labels.to(device)).sum()
+        for images, labels in batches:
+            predicted = model(images).argmax(dim=1)
+            counts[0] += (predicted == labels).sum()
             counts[1] += labels.numel()
     if world.size > 1:
         dist.all_reduce(counts)
@@ -75,8 +81,10 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
 
 
 def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
-                step_once: Callable[[float], float], schedule: Schedule) -> list[float]:
-    """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window."""
+                step_once: Callable[[float], torch.Tensor],
+                schedule: Schedule) -> list[float]:
+    """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window.
+    The GPU is waited for only when a window is logged (reading the loss)."""
     rates = []
     window_start, window_steps = time.perf_counter(), 0
     for step in range(steps_per_epoch):
@@ -84,11 +92,12 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
         loss = step_once(lr)
         window_steps += 1
         if window_steps == cfg.log_every or step + 1 == steps_per_epoch:
+            loss_value = float(loss)  # waits for this step's kernels
             rate = window_steps * cfg.batch_size * world.size / (time.perf_counter()
                                                                   - window_start)
             rates.append(rate)
             log(world, f"epoch {epoch + 1}/{cfg.epochs} step {step + 1}/{steps_per_epoch} "
-                       f"loss {loss:.4f} lr {lr:.5f} images/s {rate:.1f} "
+                       f"loss {loss_value:.4f} lr {lr:.5f} images/s {rate:.1f} "
                        f"({rate / world.size:.1f} per GPU)")
             window_start, window_steps = time.perf_counter(), 0
     return rates
@@ -105,6 +114,25 @@ def save_checkpoint(cfg: TrainConfig, epoch: int, model: nn.Module,
     return saved
 
 
+def resume(cfg: TrainConfig, world: World, model: nn.Module,
+           schedule: Schedule) -> tuple[torch.optim.Optimizer, checkpoint.Resumed | None]:
+    """The recipe's optimizer and the newest checkpoint's weights and optimizer state, if any."""
+    def build() -> torch.optim.Optimizer:
+        return build_optimizer(schedule.optimizer, model, schedule.start_lr, cfg.momentum,
+                               cfg.weight_decay, cfg.trust_coefficient)
+
+    optimizer = build()
+    resumed = checkpoint.resume(cfg.checkpoint_dir, model, optimizer)
+    if resumed:
+        log(world, f"resuming after epoch {resumed.epoch} from {resumed.path}")
+        if not built_as(optimizer, schedule.optimizer):
+            log(world, f"the checkpoint's optimizer is not {schedule.optimizer}, which a "
+                       f"global batch of {schedule.global_batch} takes: its momentum starts "
+                       "afresh")
+            optimizer = build()
+    return optimizer, resumed
+
+
 def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     allreduce_ok = check_allreduce(world, device)
     log(world, f"all-reduce over {world.size} rank(s): {'ok' if allreduce_ok else 'WRONG'}")
@@ -113,19 +141,15 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         return EXIT_FAILED_RANK
     torch.manual_seed(0)  # the same initial weights on every rank
     model = resnet50().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.base_lr, momentum=cfg.momentum,
-                                weight_decay=cfg.weight_decay)
-    resumed = checkpoint.resume(cfg.checkpoint_dir, model, optimizer)
+    global_batch = cfg.batch_size * world.size
+    schedule = recipe(global_batch, cfg.epochs, cfg.lr_decay_mode, cfg.optimizer,
+                      cfg.warmup_epochs, cfg.base_lr, cfg.lars_lr)
+    optimizer, resumed = resume(cfg, world, model, schedule)
     start = resumed.epoch if resumed else 0
-    if resumed:
-        log(world, f"resuming after epoch {start} from {resumed.path}")
     network: nn.Module = model
     if world.size > 1:
         network = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    global_batch = cfg.batch_size * world.size
-    schedule = Schedule(cfg.base_lr, global_batch, cfg.epochs, cfg.warmup_epochs,
-                        cfg.lr_decay_mode)
     steps_per_epoch = cfg.steps_per_epoch or max(1, cfg.train_images // global_batch)
     batches = batches_for(cfg, world, device)
     cuda = device.type == "cuda"
@@ -136,7 +160,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     steps = 0
     export = export_config(os.environ)  # each checkpoint goes to S3 as it is written
 
-    def step_once(lr: float) -> float:
+    def step_once(lr: float) -> torch.Tensor:
         for group in optimizer.param_groups:
             group["lr"] = lr
         images, labels = next(batches)
@@ -146,13 +170,14 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        if cuda:
-            torch.cuda.synchronize(device)
-        return float(loss.detach())
+        return loss.detach()  # no synchronization: the next batch is queued meanwhile
 
     log(world, f"training epochs {start + 1}-{cfg.epochs}, {steps_per_epoch} steps each, "
-               f"global batch {global_batch}, peak lr {schedule.peak_lr:g} "
-               f"({cfg.lr_decay_mode}, {cfg.warmup_epochs} warmup)")
+               f"global batch {global_batch}, optimizer {schedule.optimizer} "
+               f"({cfg.optimizer}), peak lr {schedule.peak_lr:g} ({cfg.lr_decay_mode}, "
+               f"{schedule.warmup_epochs} warmup epochs"
+               f"{' by the rule' if cfg.warmup_epochs is None else ''}), weight decay "
+               f"{cfg.weight_decay:g} on conv/linear weights only")
     for epoch in range(start, cfg.epochs):
         network.train()
         epoch_start = time.perf_counter()
@@ -182,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda", world.local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    if cfg.benchmark_input:
+        print(json.dumps(benchmark_input(cfg.data_dir, cfg.input_pipeline,
+                                         cfg.benchmark_seconds, cfg.batch_size,
+                                         cfg.image_size, device)), flush=True)
+        return 0
     if world.size > 1:
         dist.init_process_group("nccl" if cuda else "gloo", init_method=world.init_method,
                                 rank=world.rank, world_size=world.size,

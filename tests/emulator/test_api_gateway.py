@@ -11,7 +11,7 @@ from traingrid_local.emulator.api_gateway import references, without_api_gateway
 from traingrid_local.emulator.deploy import load_template, package, translate
 
 API_PERMISSIONS = {f"ApiFunction{event}PermissionStage" for event in (
-    "SubmitRun", "ListRuns", "DescribeRun", "RunLogs", "SubmitFanout", "ListCampaigns")}
+    "SubmitRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs", "SubmitFanout", "ListCampaigns")}
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from traingrid.api.http import json_response
 from traingrid.api.idempotency import Submissions
 from traingrid.errors import (
     CommandNotPermitted,
+    DatasetNotFound,
     DatasetNotPermitted,
     IdempotencyKeyReused,
     NotFound,
@@ -25,7 +26,8 @@ from traingrid.errors import (
 from traingrid.observability import logger
 from traingrid.settings import ApiSettings
 
-STATUS_OF = {NotFound: 404, RunConflict: 409, RequestInProgress: 409, IdempotencyKeyReused: 422}
+STATUS_OF = {NotFound: 404, DatasetNotFound: 404, RunConflict: 409, RequestInProgress: 409,
+             IdempotencyKeyReused: 422}
 
 
 def build(settings: ApiSettings) -> APIGatewayRestResolver:
@@ -40,8 +42,8 @@ def build(settings: ApiSettings) -> APIGatewayRestResolver:
         return json_response(status, {"message": error.message, "problems": error.problems})
 
     @resolver.exception_handler(list(STATUS_OF))
-    def refused(error: NotFound | RunConflict | RequestInProgress | IdempotencyKeyReused
-                ) -> Response:
+    def refused(error: NotFound | DatasetNotFound | RunConflict | RequestInProgress
+                | IdempotencyKeyReused) -> Response:
         status = next(code for kind, code in STATUS_OF.items() if isinstance(error, kind))
         return json_response(status, {"message": error.message})
 

@@ -1,4 +1,5 @@
-"""``/runs``: submit a TrainingRun, list recent runs, read one run and its logs."""
+"""``/runs``: submit a TrainingRun, list recent runs, read one run and its logs; ``/plans``:
+the plan a request would get, starting nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from traingrid.errors import CommandNotPermitted
 from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import start, training_submission
 from traingrid.settings import ApiSettings
+from traingrid.training.plan_step import plan_request
 from traingrid.training.request import COMMAND_PARAMETER, COMMAND_ROUTE
 
 
@@ -62,6 +64,12 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
             routes.lambda_context,
         )
         return submitted(result)
+
+    @routes.post("/plans")
+    def plan_run() -> dict[str, Any]:
+        """A dry run: the plan a request would get (file system, epoch time, cost), starting
+        nothing."""
+        return plan_request(json_body(routes.current_event.body), settings)
 
     @routes.get("/runs")
     def list_runs() -> dict[str, Any]:

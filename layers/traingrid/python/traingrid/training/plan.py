@@ -6,7 +6,6 @@ Pure: no AWS calls. The caller measures the dataset and passes the time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from traingrid.training.catalog import (
 from traingrid.training.sizing import (
     CAPACITY_HEADROOM,
     GIB,
+    DatasetSize,
     Sizing,
     epoch_times,
     lustre_throughput,
@@ -49,12 +49,6 @@ ATTEMPT_MARGIN = timedelta(minutes=15)
 # reads the run's fields from the job's environment (EPOCHS, BATCH_SIZE, ...). The job
 # definition's Command is this too.
 DEFAULT_TRAIN_COMMAND = ("python3", "-m", "traingrid_trainer")
-
-
-@dataclass(frozen=True)
-class DatasetSize:
-    objects: int
-    bytes: int
 
 
 def archive_prefix(run: str) -> str:
@@ -256,4 +250,57 @@ def plan_run(
                 2,
             ),
         },
+    }
+
+
+# What a dry run is named when the request names no run: nothing is started under it.
+DRY_RUN = "dry-run"
+
+
+def plan_view(plan: RunPlan) -> dict[str, Any]:
+    """A plan as ``traingrid plan`` and ``POST /plans`` show it: the job's shape, what it
+    reads, the file system that feeds it, an epoch's time and the cost."""
+    job, fs, estimate = plan["job"], plan["file_system"], plan["estimate"]
+    reads = plan["reads"]
+    lustre = fs["lustre_configuration"]
+    return {
+        "run": plan["run"],
+        "dataset": plan["dataset"],
+        "job": {
+            "nodes": job["nodes"],
+            "instance_type": job["instance_type"],
+            "gpus": job["mpi_gpus"],
+            "images_per_s": reads["images_per_s"],
+            "images_per_s_source": reads["images_per_s_source"],
+            "epoch_s": reads["epoch_s"],
+            "compute_epoch_s": reads["compute_epoch_s"],
+            "epochs": int(job["environment"]["EPOCHS"]),
+        },
+        "input": {
+            "record_bytes": reads["record_bytes"],
+            "record_bytes_source": reads["record_bytes_source"],
+            "records": reads["records"],
+            "required_mb_s": reads["required_mb_s"],
+        },
+        "fsx": {
+            "deployment_type": lustre["DeploymentType"],
+            "storage_capacity_gib": fs["storage_capacity_gib"],
+            "per_unit_storage_throughput": lustre.get("PerUnitStorageThroughput"),
+            "throughput_mb_s": reads["throughput_mb_s"],
+            "burst_mb_s": reads["burst_mb_s"],
+            "meets_reads": reads["meets"],
+            "first_epoch_lazy_s": reads["first_epoch_lazy_s"],
+            "preload_s": reads["preload_s"],
+            "first_epoch_preloaded_s": reads["first_epoch_preloaded_s"],
+        },
+        "cost": {
+            "compute_usd_per_hour": estimate["compute_usd_per_hour"],
+            "fsx_usd_per_hour": estimate["fsx_usd_per_hour"],
+            "usd_per_hour": round(estimate["compute_usd_per_hour"]
+                                  + estimate["fsx_usd_per_hour"], 2),
+            "max_usd": estimate["max_usd"],
+            "training_hours": plan["limits"]["training_s"] / 3600,
+        },
+        "notes": reads["notes"],
+        "warnings": reads["warnings"],
     }

@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING, Any
 from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
-from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import parse_request, require_runnable_here
+from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
+from traingrid.training.request import (
+    TrainingRunRequest,
+    parse_request,
+    require_runnable_here,
+)
 from traingrid.training.state import RunPlan
 
 if TYPE_CHECKING:
@@ -46,3 +50,21 @@ def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
         dataset=measure_dataset(request.bucket, request.prefix),
         now=clock.now(),
     )
+
+
+def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None) -> dict[str, Any]:
+    """The plan ``request`` would get (``plan_view``), starting nothing: on ``dataset``'s
+    size when given, else on what is under the dataset prefix now."""
+    size = dataset or measure_dataset(request.bucket, request.prefix)
+    planned = plan_run(request, run=request.name or DRY_RUN, execution_arn=DRY_RUN,
+                       dataset=size, now=clock.now())
+    return plan_view(planned)
+
+
+def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
+    """``POST /plans``: a request as ``POST /runs`` takes it (a command too: nothing runs),
+    checked against this stack, planned on the dataset as it is now."""
+    request = parse_request(body, commands=True, sent_as="POST /plans")
+    require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
+                          settings.node_shared_memory_mib)
+    return dry_run(request)

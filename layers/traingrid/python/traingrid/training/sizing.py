@@ -25,7 +25,6 @@ from traingrid.training.catalog import (
 )
 
 if TYPE_CHECKING:
-    from traingrid.training.plan import DatasetSize
     from traingrid.training.request import TrainingRunRequest
 
 GIB = 1024**3
@@ -37,6 +36,12 @@ DEFAULT_RECORD_BYTES = 110_000
 # Objects no larger than this on average are taken for one record each (a folder of images);
 # larger ones are shards (TFRecord, RecordIO, tar) holding many.
 RECORD_OBJECT_MAX_BYTES = 4 * 1024**2
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    objects: int
+    bytes: int
 
 
 @dataclass(frozen=True)

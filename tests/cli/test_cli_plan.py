@@ -1,0 +1,48 @@
+"""traingrid plan: a dry run made here for a given dataset size, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from traingrid_local.cli import app
+
+runner = CliRunner()
+IMAGENET = ["--dataset", "s3://data/imagenet/", "--dataset-bytes", str(150 * 10**9),
+            "--dataset-objects", "1281"]
+
+
+def test_the_reference_job_gets_a_file_system_that_feeds_its_reads():
+    result = runner.invoke(app, ["plan", "--nodes", "20", "--instance-type", "p3.16xlarge",
+                                 *IMAGENET, "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["job"]["gpus"] == 160
+    assert plan["input"]["required_mb_s"] == 160 * 1200 * 110_000 / 1e6
+    assert plan["fsx"]["throughput_mb_s"] >= plan["input"]["required_mb_s"]
+    assert plan["fsx"]["meets_reads"] and not plan["warnings"]
+    assert plan["cost"]["usd_per_hour"] > plan["cost"]["compute_usd_per_hour"]
+
+
+def test_a_manifest_with_its_own_file_system_is_planned_with_a_warning(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"dataset": "s3://data/imagenet/",
+                                    "fsx": {"storage_capacity_gib": 1200}}))
+    result = runner.invoke(app, ["plan", "--manifest", str(manifest), "--images-per-s-per-gpu",
+                                 "625", "--dataset-bytes", str(150 * 10**9)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "SCRATCH_2, 1,200 GiB: 234 MB/s" in result.stdout
+    assert "SHORT of the reads" in result.stdout
+    assert "10,766 MB/s short of the 11,000 MB/s" in result.stdout
+
+
+def test_an_invalid_request_lists_its_problems_and_exits_2():
+    result = runner.invoke(app, ["plan", "--dataset", "not-s3", "--nodes", "0",
+                                 "--dataset-bytes", "1000"])
+    assert result.exit_code == 2
+    assert "/dataset" in result.output and "/nodes" in result.output
+    objects_alone = runner.invoke(app, ["plan", "--dataset", "s3://data/x/",
+                                        "--dataset-objects", "3"])
+    assert objects_alone.exit_code == 2 and "--dataset-bytes" in objects_alone.output

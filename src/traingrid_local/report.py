@@ -18,6 +18,9 @@ from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.environment import Deployment
 
 LIVE_JOB_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+# A task's success: a service integration's, or a Lambda function's called by its ARN.
+SUCCEEDED_DETAILS = {"TaskSucceeded": "taskSucceededEventDetails",
+                     "LambdaFunctionSucceeded": "lambdaFunctionSucceededEventDetails"}
 
 
 def history(emulator: Emulator, execution_arn: str) -> list[dict[str, Any]]:
@@ -60,8 +63,8 @@ def _task_output(events: list[dict[str, Any]], state: str,
             inside = True
         elif event["type"].endswith("StateEntered"):
             inside = False  # that visit ended without success
-        elif inside and event["type"] == "TaskSucceeded":
-            found = json.loads(event["taskSucceededEventDetails"]["output"])
+        elif inside and event["type"] in SUCCEEDED_DETAILS:
+            found = json.loads(event[SUCCEEDED_DETAILS[event["type"]]]["output"])
             if not last:
                 return found
     return found
@@ -311,10 +314,18 @@ def trigger_outcomes(emulator: Emulator, stack: Stack) -> list[dict[str, Any]]:
     return outcomes
 
 
+def planned_inputs(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Why each data region's job reads its data as it does, from the fan-out's plan."""
+    plan = _task_output(events, "PlanFanout") or {}
+    return {job["requested_region"]: job.get("input_reason") for job in plan.get("jobs", [])}
+
+
 def training_job(emulator: Emulator, job: dict[str, Any]) -> dict[str, Any]:
     """What a region's SageMaker job ran: its image, entry point and hyperparameters (those
-    SageMaker's toolkit passes as flags; its own ``sagemaker_*`` ones left out)."""
-    unknown = {"image": None, "entry_point": None, "hyperparameters": None}
+    SageMaker's toolkit passes as flags; its own ``sagemaker_*`` ones left out), and how it
+    read its data (input mode, volume) as SageMaker received them."""
+    unknown = {"image": None, "entry_point": None, "hyperparameters": None,
+               "input_mode": None, "volume_size_gb": None}
     if not job.get("job_name"):
         return unknown
     try:
@@ -328,6 +339,8 @@ def training_job(emulator: Emulator, job: dict[str, Any]) -> dict[str, Any]:
         "entry_point": hyperparameters.get("sagemaker_program"),
         "hyperparameters": {k: v for k, v in hyperparameters.items()
                             if not k.startswith("sagemaker_")},
+        "input_mode": described["AlgorithmSpecification"].get("TrainingInputMode"),
+        "volume_size_gb": described["ResourceConfig"].get("VolumeSizeInGB"),
     }
 
 
@@ -353,8 +366,12 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
             entry.update(training_attempts(events))
             entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
         if entry["state_machine"] == "CampaignFanout":
-            entry["jobs"] = [job | training_job(emulator, job) for job in campaign_demo.region_jobs(
-                deployment.database_url, entry["execution_arn"])]
+            reasons = planned_inputs(history(emulator, entry["execution_arn"]))
+            entry["jobs"] = [
+                job | training_job(emulator, job)
+                | {"input_reason": reasons.get(job["requested_region"])}
+                for job in campaign_demo.region_jobs(deployment.database_url,
+                                                     entry["execution_arn"])]
             found += [{"run": entry["name"], "uri": job["artifacts"], "region": job["region"]}
                       for job in entry["jobs"] if job["artifacts"]]
     owners = Executions(emulator)

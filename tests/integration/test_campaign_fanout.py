@@ -1,5 +1,6 @@
 """CampaignFanout end to end on the emulator: markers in four regions' buckets, one fan-out,
-one SageMaker Horovod job per region, every outcome in the campaign database."""
+one SageMaker job (MPI-launched PyTorch DDP) per region, every outcome in the campaign
+database."""
 
 from __future__ import annotations
 
@@ -54,14 +55,18 @@ def test_markers_in_four_regions_train_480_gpus_where_the_data_is(run_campaign):
     assert described["HyperParameters"]["sagemaker_program"] == "traingrid_train.py"
     # The image is in the ECR repository the region's stack made, where push-images puts it.
     (repository,) = outcome.emulator.client("ecr", "eu-central-1").describe_repositories(
-        repositoryNames=["traingrid-horovod"])["repositories"]
+        repositoryNames=["traingrid-sagemaker"])["repositories"]
     assert described["AlgorithmSpecification"]["TrainingImage"] == (
-        repository["repositoryUri"] + ":latest")
+        repository["repositoryUri"] + ":0.1.0")  # TrainingImageRepository's version
     assert (ROOT / "containers" / "sagemaker" / "traingrid_train.py").is_file()
     assert [d["Name"] for d in described["AlgorithmSpecification"]["MetricDefinitions"]] == [
         "train:loss", "train:images_per_second"]
     assert described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == (
         f"s3://traingrid-campaign-123456789012-eu-central-1/campaigns/{CAMPAIGN}/eu-central-1/")
+    # A few shards: copied onto each instance, the smallest volume.
+    assert described["InputDataConfig"][0]["InputMode"] == "File"
+    assert described["ResourceConfig"]["VolumeSizeInGB"] == 50
+    assert {(j["input_mode"], j["volume_size_gb"]) for j in jobs.values()} == {("File", 50)}
     assert outcome.report["leaked_resources"] == []
     with transaction(outcome.deployment.database_url) as session:
         (campaign,) = CampaignRepository(session).overview()
@@ -93,7 +98,7 @@ def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
     assert moved["staged_bytes"] == 3 * campaign_demo.SHARD_BYTES
     assert moved["entry_point"] == "traingrid_train.py"
     assert moved["image"].endswith(
-        f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-horovod:0.1.0")
+        f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-sagemaker:0.1.0")
     assert moved["hyperparameters"]["num_epochs"] == "90"
     assert not any(k.startswith("sagemaker_") for k in moved["hyperparameters"])
     # First fewer instances in the same region (down to the campaign's 5), then another
@@ -204,6 +209,32 @@ def test_with_managed_spot_the_cheapest_plan_trains_where_spot_is_cheapest(emula
         TrainingJobName=jobs["us-east-1"]["job_name"])
     assert described["EnableManagedSpotTraining"] is True
     assert outcome.report["leaked_resources"] == []
+
+
+def test_a_5_tb_region_streams_its_data_with_a_small_volume(emulated):
+    emulator, deployment = emulated("happy")
+    campaign_demo.seed(deployment)
+    bucket = deployment.regional["us-west-2"].outputs["CampaignBucketName"]
+    key = f"campaigns/{CAMPAIGN}/us-west-2/drive-all.tfrecord"
+    s3_backends[ACCOUNT_ID]["aws"].put_object(bucket, key, b"d" * 1024)
+    declare_size(ACCOUNT_ID, bucket, key, 5 * 10**12)
+    campaign_demo.upload_and_mark(emulator, deployment)
+
+    outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
+
+    assert outcome.execution["status"] == "SUCCEEDED", outcome.execution["cause"]
+    jobs = jobs_by_data_region(outcome)
+    received = emulator.client("sagemaker", "us-west-2").describe_training_job(
+        TrainingJobName=jobs["us-west-2"]["job_name"])
+    assert received["AlgorithmSpecification"]["TrainingInputMode"] == "FastFile"
+    assert received["InputDataConfig"][0]["InputMode"] == "FastFile"
+    assert received["ResourceConfig"]["VolumeSizeInGB"] == 50
+    assert jobs["us-west-2"]["input_reason"].startswith("FastFile: 5.0 TB in 4 objects is over")
+    assert (jobs["us-west-2"]["input_mode"], jobs["us-west-2"]["volume_size_gb"]) == (
+        "FastFile", 50)
+    assert {(j["input_mode"], j["volume_size_gb"]) for r, j in jobs.items()
+            if r != "us-west-2"} == {("File", 50)}
+    assert jobs["eu-west-1"]["input_reason"].startswith("File: 98.3 KB in 3 objects")
 
 
 def test_a_moved_job_stages_a_6_gb_object_and_5000_small_ones(emulated):

@@ -56,8 +56,8 @@ def test_a_fanout_started_another_way_is_refused_too():
 
 def test_the_trainers_flags_are_taken_and_reach_the_job():
     request = parse(FanoutRequest, {"hyperparameters": {"lr": 0.2, "num_epochs": 30}})
-    job = {"instance_type": "ml.p3.16xlarge", "instance_count": 2,
-           "hyperparameters": request.hyperparameters}
+    job = {"instance_type": "ml.p3.16xlarge", "instance_count": 2, "bytes": 10**9,
+           "objects": 10, "hyperparameters": request.hyperparameters}
     sent = create_request(job, name="j", region="us-east-1", s3_input="s3://b/p/",
                           output_path="s3://b/o/", role_arn="arn:role", image="img", tags={})
     assert (sent["HyperParameters"]["lr"], sent["HyperParameters"]["num_epochs"]) == ("0.2", "30")

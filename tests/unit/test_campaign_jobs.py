@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 from traingrid.campaigns import fanout
 from traingrid.campaigns.markers import parse_marker
 from traingrid.campaigns.model import RegionJobStatus
-from traingrid.campaigns.sagemaker_job import create_request, job_name, short_region
+from traingrid.campaigns.sagemaker_job import (
+    CHECKPOINTS_AND_MODEL_GB,
+    FILE_MODE_MAX_BYTES,
+    GIB,
+    MAX_VOLUME_GB,
+    MIN_VOLUME_GB,
+    create_request,
+    data_input,
+    job_name,
+    short_region,
+)
 from traingrid.errors import RequestInvalid
 from traingrid.naming import fanout_name
 from traingrid.training.waits import Poll
@@ -56,21 +66,71 @@ def test_job_names_differ_by_region_attempt_and_long_execution():
     assert job_name(long_a, "us-west-2", 1) != job_name(long_b, "us-west-2", 1)
 
 
-def test_request_runs_horovod_through_mpi_with_the_seed_options():
-    job = {"instance_type": "ml.p3.16xlarge", "instance_count": 10,
-           "hyperparameters": {"num_epochs": 30}}
+def test_request_launches_ddp_through_mpi_with_only_what_nccl_reads():
+    job = {"instance_type": "ml.p3.16xlarge", "instance_count": 10, "bytes": 10**6,
+           "objects": 3, "hyperparameters": {"num_epochs": 30}}
     request = create_request(job, name="n", region="eu-central-1", s3_input="s3://in/",
                              output_path="s3://out/", role_arn="arn:role", image="img",
                              tags={"traingrid:run": "r"}, spot=True)
     hp = request["HyperParameters"]
     assert hp["sagemaker_mpi_enabled"] == "true"
     assert hp["sagemaker_mpi_num_of_processes_per_host"] == "8"
-    assert "-x HOROVOD_FUSION_THRESHOLD=16777216" in hp["sagemaker_mpi_custom_mpi_options"]
+    options = hp["sagemaker_mpi_custom_mpi_options"]
+    assert "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL" in options
+    assert "HOROVOD" not in options  # nothing in the image reads one
     assert (hp["num_epochs"], hp["batch_size"], hp["lr_decay_mode"]) == ("30", "256", "poly")
     assert request["ResourceConfig"]["InstanceCount"] == 10
     assert request["EnableManagedSpotTraining"] is True
     assert request["CheckpointConfig"]["S3Uri"].startswith("s3://out/checkpoints/")
     assert all(isinstance(v, str) for v in hp.values())
+
+
+@pytest.mark.parametrize(("size", "objects", "mode", "volume"), [
+    (96 * 1024, 3, "File", MIN_VOLUME_GB),  # the demo's shards: the smallest volume
+    (80 * 10**9, 800, "File", 120),  # ceil(74.5 GiB × 1.2 + 30)
+    (FILE_MODE_MAX_BYTES, 1000, "File", 142),  # the threshold itself still copies
+    (FILE_MODE_MAX_BYTES + 1, 1000, "FastFile", MIN_VOLUME_GB),
+    (150 * 10**9, 1024, "FastFile", MIN_VOLUME_GB),  # ImageNet-sized: no longer squeezed
+    (5 * 10**12, 40_000, "FastFile", MIN_VOLUME_GB),  # a driving campaign: streamed
+])
+def test_input_mode_and_volume_follow_the_data(size, objects, mode, volume):
+    chosen = data_input(size, objects)
+    assert (chosen["input_mode"], chosen["volume_size_gb"]) == (mode, volume)
+    assert chosen["input_reason"].startswith(f"{mode}: ")
+    assert f"{volume} GB volume" in chosen["input_reason"]
+
+
+@given(size=st.integers(min_value=0, max_value=5 * 1024**4),
+       objects=st.integers(min_value=1, max_value=10**7))
+def test_a_file_mode_volume_holds_the_data_checkpoints_and_model(size, objects):
+    chosen = data_input(size, objects)
+    assert MIN_VOLUME_GB <= chosen["volume_size_gb"] <= MAX_VOLUME_GB
+    if chosen["input_mode"] == "File":
+        assert chosen["volume_size_gb"] >= size / GIB + CHECKPOINTS_AND_MODEL_GB
+    else:
+        assert size > FILE_MODE_MAX_BYTES
+
+
+def test_streaming_many_small_objects_says_they_read_slowly():
+    assert "objects average 200.0 KB" in data_input(10**12, 5 * 10**6)["input_reason"]
+    assert "average" not in data_input(10**12, 1000)["input_reason"]
+
+
+def test_the_request_reads_the_data_as_the_plan_chose():
+    job = {"instance_type": "ml.p4d.24xlarge", "instance_count": 4, "hyperparameters": {},
+           "bytes": 5 * 10**12, "objects": 40_000, **data_input(5 * 10**12, 40_000)}
+    request = create_request(job, name="n", region="us-west-2", s3_input="s3://in/",
+                             output_path="s3://out/", role_arn="arn:role", image="img", tags={})
+    assert request["AlgorithmSpecification"]["TrainingInputMode"] == "FastFile"
+    assert request["InputDataConfig"][0]["InputMode"] == "FastFile"
+    assert request["ResourceConfig"]["VolumeSizeInGB"] == MIN_VOLUME_GB
+    # A plan made before the choice existed is given one from its data.
+    del job["input_mode"], job["volume_size_gb"], job["input_reason"]
+    job["bytes"] = 30 * 10**9
+    request = create_request(job, name="n", region="us-west-2", s3_input="s3://in/",
+                             output_path="s3://out/", role_arn="arn:role", image="img", tags={})
+    assert request["InputDataConfig"][0]["InputMode"] == "File"
+    assert request["ResourceConfig"]["VolumeSizeInGB"] == 64  # ceil(27.9 GiB × 1.2 + 30)
 
 
 def test_capacity_failures_move_on_and_other_failures_do_not():

@@ -36,6 +36,21 @@ class RegionJobStatus(StrEnum):
     MOVING = "Moving"  # on its way to the next acceptable region
 
 
+class InputMode(StrEnum):
+    """How a region's SageMaker job reads its channel (``sagemaker_job.data_input`` chooses)."""
+
+    FILE = "File"  # copied onto every instance's volume before training
+    FAST_FILE = "FastFile"  # streamed from S3 through a POSIX view as it is read
+
+
+class DataInput(TypedDict):
+    """The plan's choice of input mode and volume for a region's job, and why."""
+
+    input_mode: str  # an InputMode value
+    volume_size_gb: int
+    input_reason: str
+
+
 FINAL_JOB_STATUSES = frozenset(
     {RegionJobStatus.COMPLETED, RegionJobStatus.FAILED, RegionJobStatus.STOPPED})
 LIVE_REGION_JOB_STATUSES = (RegionJobStatus.IN_PROGRESS, RegionJobStatus.STOPPING)
@@ -123,6 +138,9 @@ class RegionJob(TypedDict):
     copy_from: str | None
     hyperparameters: dict[str, Any]
     image_tag: NotRequired[str | None]  # another tag of the training image, for this region
+    input_mode: NotRequired[str]  # DataInput's fields: how the job reads its data, and why
+    volume_size_gb: NotRequired[int]
+    input_reason: NotRequired[str]
     attempt: int
     tried: list[Move]
     status: str  # a RegionJobStatus value

@@ -22,6 +22,7 @@ from traingrid.campaigns.model import (
 )
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.request import FanoutRequest
+from traingrid.campaigns.sagemaker_job import data_input
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
@@ -119,6 +120,7 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         attempt=1, tried=[],
         status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
         min_instance_count=min_count or plan.instance_count,
+        **data_input(plan.bytes, plan.objects),
     ) for plan in plans]
     # Artifact buckets once for the run, not in every job: the state stays small with many
     # regions (each job may fall back to any of them).

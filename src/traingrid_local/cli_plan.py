@@ -74,10 +74,11 @@ def plan_table(plan: dict[str, Any]) -> Table:
         f"{fsx['storage_capacity_gib']:,} GiB: {fsx['throughput_mb_s']:,.0f} MB/s"
         + (f" (burst {burst:,.0f})" if burst else "")
         + (" - meets the reads" if fsx["meets_reads"] else " - SHORT of the reads")))
-    table.add_row("First epoch's reads",
-                  f"lazily from S3 {duration(fsx['first_epoch_lazy_s'])}; preloaded "
-                  f"(lfs hsm_restore, {duration(fsx['preload_s'])} before) "
-                  f"{duration(fsx['first_epoch_preloaded_s'])}")
+    lazily = f"lazily from S3 {duration(fsx['first_epoch_lazy_s'])}"
+    preloaded = (f"preloaded (lfs hsm_restore, {duration(fsx['preload_s'])} before training) "
+                 f"{duration(fsx['first_epoch_preloaded_s'])}")
+    table.add_row("First epoch", f"{preloaded} (this plan); {lazily}" if fsx["preload"]
+                  else f"{lazily} (this plan); {preloaded} (fsx.preload)")
     table.add_row("Epoch", f"{duration(job['epoch_s'])} (GPUs alone "
                            f"{duration(job['compute_epoch_s'])}) × {job['epochs']} epochs")
     table.add_row("Cost", f"${cost['usd_per_hour']:,.2f}/h (compute "

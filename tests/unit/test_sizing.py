@@ -100,3 +100,11 @@ def test_the_first_epoch_reads_from_s3_lazily_or_after_a_preload():
     assert reads["preload_s"] == pytest.approx(read_s, abs=0.1)
     assert reads["first_epoch_preloaded_s"] == pytest.approx(read_s, abs=0.1)
     assert reads["first_epoch_lazy_s"] == pytest.approx(2 * read_s, abs=0.1)
+
+
+def test_a_preload_asks_the_main_node_to_load_the_dataset_before_training():
+    def env(**fsx):
+        return plan_run(request(fsx=fsx), run="r", execution_arn="a", dataset=IMAGENET,
+                        now=datetime.now(UTC))["job"]["environment"]
+    assert env(preload=True)["TRAINGRID_PRELOAD_DIR"] == "/fsx"
+    assert "TRAINGRID_PRELOAD_DIR" not in env()

@@ -43,6 +43,7 @@ DEFAULT_DEV_DIR = "/dev"
 DEFAULT_EXPORT_TIMEOUT = 900.0
 EXPORT_POLL_INTERVAL = 1.0
 EXPORT_BATCH = 200  # files per lfs command line
+DEFAULT_PRELOAD_TIMEOUT = 3600.0
 # The output index the archive check reads (traingrid.training.archive.OUTPUT_INDEX, tested).
 OUTPUT_INDEX = "outputs.json"
 
@@ -93,6 +94,17 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class PreloadConfig:
+    """Load the dataset's file contents from S3 onto the file system before training
+    (``lfs hsm_restore``), rather than lazily on each file's first read."""
+
+    dataset_dir: Path
+    skip_dir: Path | None  # the outputs folder: nothing there comes from S3
+    lfs: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     node_index: int
     num_nodes: int
@@ -126,6 +138,7 @@ class NodeConfig:
     fsx: FsxConfig | None = None
     archive: ArchiveConfig | None = None
     export: ExportConfig | None = None
+    preload: PreloadConfig | None = None
 
     @property
     def is_main(self) -> bool:
@@ -301,6 +314,18 @@ def export_config(env: Mapping[str, str]) -> ExportConfig | None:
     return ExportConfig(Path(output_dir), lfs, timeout)
 
 
+def preload_config(env: Mapping[str, str]) -> PreloadConfig | None:
+    """The dataset to preload (TRAINGRID_PRELOAD_DIR), if any."""
+    dataset_dir = _get(env, "TRAINGRID_PRELOAD_DIR")
+    if not dataset_dir:
+        return None
+    skip = _get(env, "TRAINGRID_EXPORT_DIR")
+    return PreloadConfig(Path(dataset_dir), Path(skip) if skip else None,
+                         _env_command(env, "TRAINGRID_LFS") or ("lfs",),
+                         _env_seconds(env, "TRAINGRID_PRELOAD_TIMEOUT",
+                                      DEFAULT_PRELOAD_TIMEOUT))
+
+
 def archive_name(env: Mapping[str, str]) -> str:
     """traingrid-<job id>[-attempt<n>], safe as a file name (AWS Batch ids contain '#')."""
     name = f"traingrid-{_get(env, 'AWS_BATCH_JOB_ID') or 'local'}"
@@ -319,6 +344,7 @@ def parse_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> NodeConfig
         fsx=_parse_fsx(env),
         archive=_parse_archive(env),
         export=export_config(env),
+        preload=preload_config(env),
     )
     if cfg.runs_launcher and not cfg.launch_command and not cfg.train_command:
         raise ConfigError(

@@ -29,7 +29,11 @@ from traingrid_node.launch import (
     write_hostfile,
 )
 from traingrid_node.network import NodeNetwork, ipv4_interfaces, lone_address, node_network
-from traingrid_node.outputs import archive_if_configured, export_if_configured
+from traingrid_node.outputs import (
+    archive_if_configured,
+    export_if_configured,
+    preload_if_configured,
+)
 from traingrid_node.rendezvous import MainConnection, Member, RendezvousServer, registration_message
 from traingrid_node.signals import SignalForwarder
 from traingrid_node.ssh import authorize, prepare_client
@@ -107,6 +111,8 @@ def run_main(cfg: NodeConfig, slots: int, interrupts: SignalForwarder) -> int:
         content = write_hostfile(cfg.hostfile, members, cfg.main_index)
         hosts = "; ".join(content.splitlines())
         log(f"all {cfg.num_nodes} node(s) joined; wrote host file {cfg.hostfile}: {hosts}")
+        # Before any rank starts: the workers wait for the start message meanwhile.
+        preload_if_configured(cfg)
         job_key, ssh_config = prepare_ssh(cfg, workers)
         ranks = {m.node_index: rank for rank, m in enumerate(members)}
         if server is not None:
@@ -162,7 +168,10 @@ def run_worker(cfg: NodeConfig, slots: int, interrupts: SignalForwarder) -> int:
         host_key = start_sshd_if_wanted(cfg, network.address)
         conn.send(registration_message(cfg, network.address, slots, network.interface, host_key))
         log(f"registered as {network.address} with {slots} slot(s); waiting for the other nodes")
-        message = conn.receive(interrupts, time.monotonic() + cfg.timeout + START_GRACE)
+        # The main node preloads the dataset before it sends the start.
+        preloading = cfg.preload.timeout if cfg.preload else 0.0
+        message = conn.receive(interrupts,
+                               time.monotonic() + cfg.timeout + START_GRACE + preloading)
         if message["type"] == "exit":
             return _status_from_main(message)
         if message["type"] != "start":

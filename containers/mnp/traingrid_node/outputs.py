@@ -18,6 +18,7 @@ from traingrid_node.config import (
     ArchiveConfig,
     ExportConfig,
     NodeConfig,
+    PreloadConfig,
 )
 from traingrid_node.status import EXIT_ARCHIVE, log
 
@@ -62,7 +63,7 @@ def write_output_index(output_dir: Path) -> list[Path]:
     return [*files, index]
 
 
-def _lfs(export: ExportConfig, action: str, files: Sequence[Path]) -> str:
+def _lfs(export: ExportConfig | PreloadConfig, action: str, files: Sequence[Path]) -> str:
     """Run ``lfs <action>`` over the files in batches; the combined standard output."""
     out = []
     for start in range(0, len(files), EXPORT_BATCH):
@@ -137,3 +138,46 @@ def export_if_configured(cfg: NodeConfig) -> None:
             "the rest is left to the export task")
     else:
         log(f"exported {total} output file(s) to the data repository in {took:.1f}s")
+
+
+def _restored(action_output: str) -> set[str]:
+    """Files ``lfs hsm_action`` reports no action on (NOOP): their contents are loaded."""
+    done = set()
+    for line in action_output.splitlines():
+        path, sep, action = line.rpartition(": ")
+        if sep and action.split()[:1] == ["NOOP"]:
+            done.add(path)
+    return done
+
+
+def preload_dataset(preload: PreloadConfig) -> tuple[int, int]:
+    """Ask Lustre to load every dataset file's contents from S3 now (``lfs hsm_restore``
+    queues them; the file servers load them in parallel) and wait until each is loaded or
+    the timeout passes: (loaded, total)."""
+    skip = preload.skip_dir.resolve() if preload.skip_dir else None
+    files = sorted(p for p in preload.dataset_dir.rglob("*") if p.is_file()
+                   and not (skip and p.resolve().is_relative_to(skip)))
+    _lfs(preload, "hsm_restore", files)
+    deadline = time.monotonic() + preload.timeout
+    waiting = [str(f) for f in files]
+    while True:
+        waiting = sorted(set(waiting) - _restored(_lfs(preload, "hsm_action",
+                                                       [Path(f) for f in waiting])))
+        if not waiting or time.monotonic() >= deadline:
+            return len(files) - len(waiting), len(files)
+        time.sleep(EXPORT_POLL_INTERVAL)
+
+
+def preload_if_configured(cfg: NodeConfig) -> None:
+    """Preloading never fails the job: a file not loaded yet is loaded on its first read."""
+    if cfg.preload is None:
+        return
+    started = time.monotonic()
+    try:
+        loaded, total = preload_dataset(cfg.preload)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"preloading {cfg.preload.dataset_dir} failed: {exc}; files load on first read")
+        return
+    took = time.monotonic() - started
+    rest = "" if loaded == total else "; the rest load on first read"
+    log(f"preloaded {loaded} of {total} dataset file(s) from S3 in {took:.1f}s{rest}")

@@ -155,7 +155,7 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         # torchrun's elastic range (--nnodes=MIN:MAX) and which attempt this job is.
         "TRAINGRID_MIN_NODES": str(min_nodes(request)),
         "TRAINGRID_ATTEMPT": "1",
-    }
+    } | ({"TRAINGRID_PRELOAD_DIR": FSX_MOUNT_POINT} if request.fsx.preload else {})
 
 
 def min_nodes(request: TrainingRunRequest) -> int:
@@ -289,6 +289,7 @@ def plan_view(plan: RunPlan) -> dict[str, Any]:
             "throughput_mb_s": reads["throughput_mb_s"],
             "burst_mb_s": reads["burst_mb_s"],
             "meets_reads": reads["meets"],
+            "preload": "TRAINGRID_PRELOAD_DIR" in job["environment"],
             "first_epoch_lazy_s": reads["first_epoch_lazy_s"],
             "preload_s": reads["preload_s"],
             "first_epoch_preloaded_s": reads["first_epoch_preloaded_s"],

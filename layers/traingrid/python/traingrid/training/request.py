@@ -131,6 +131,12 @@ class FsxOptions(_Strict):
         description="PERSISTENT_1 only: MB/s per TiB of storage; by default the cheapest that "
         "gives the job's reads.",
     )
+    preload: bool = Field(
+        default=False,
+        description="Load every dataset file's contents from S3 before training starts (the "
+        "main node runs lfs hsm_restore and waits), rather than on each file's first read "
+        "in the first epoch. traingrid plan shows how long either takes.",
+    )
 
     @model_validator(mode="after")
     def _throughput_of_persistent(self) -> Self:

@@ -10,7 +10,7 @@ set -euo pipefail
 home=${HOME_REGION:-}
 regions=${REGIONS:-}
 node_repository=${NODE_REPOSITORY:-traingrid-mnp}
-repository=${REPOSITORY:-traingrid-horovod}
+repository=${REPOSITORY:-traingrid-sagemaker}
 tag=${TAG:-}
 
 # Every problem at once, before anything is built.

@@ -24,7 +24,7 @@ SESSION = boto3.session.Session()
 CLIENTS: dict[tuple[str, str], Any] = {}
 HOME, OTHER = "us-east-1", "us-west-2"
 REGIONS = (HOME, OTHER)
-NODE_REPOSITORY, REGIONAL_REPOSITORY = "traingrid-mnp", "traingrid-horovod"
+NODE_REPOSITORY, REGIONAL_REPOSITORY = "traingrid-mnp", "traingrid-sagemaker"
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 # The tags the template names by default (its version, whatever it is now).
 DEFAULTS = template_defaults(read_template(TEMPLATE))
@@ -239,12 +239,12 @@ def test_an_image_missing_in_a_campaign_region_is_a_blocker_with_the_push_comman
     account.healthy()
     account.client("ecr", OTHER).batch_delete_image(
         repositoryName=REGIONAL_REPOSITORY, imageIds=[{"imageTag": "latest"}])
-    result = account.doctor("--parameter", "TrainingImageRepository=traingrid-horovod:v2")
+    result = account.doctor("--parameter", "TrainingImageRepository=traingrid-sagemaker:v2")
     assert result.exit_code == 1
     blockers = lines(result, "BLOCKER")
-    assert "SageMaker image traingrid-horovod:v2 in us-east-1: the repository has no image v2" \
+    assert "SageMaker image traingrid-sagemaker:v2 in us-east-1: the repository has no image v2" \
         in blockers[0]
-    assert "SageMaker image traingrid-horovod:v2 in us-west-2: the repository has no image v2" \
+    assert "SageMaker image traingrid-sagemaker:v2 in us-west-2: the repository has no image v2" \
         in blockers[1]
     assert ('push them: make push-images HOME_REGION=us-east-1 REGIONS="us-east-1 us-west-2" '
             "TAG=v2") in blockers[-1]

@@ -296,9 +296,9 @@ def test_a_requested_fanout_trains_every_region_and_is_listed(client, served_api
         return served_api.emulator.client("sagemaker", region).describe_training_job(
             TrainingJobName=jobs[region]["job_name"])
     west, east = described("eu-west-1"), described("us-east-1")
-    assert west["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-horovod:resnet-v2")
+    assert west["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-sagemaker:resnet-v2")
     assert (west["HyperParameters"]["lr"], west["HyperParameters"]["num_epochs"]) == ("0.2", "30")
-    assert east["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-horovod:0.1.0")
+    assert east["AlgorithmSpecification"]["TrainingImage"].endswith("traingrid-sagemaker:0.1.0")
     assert "lr" not in east["HyperParameters"] and east["ResourceConfig"]["InstanceCount"] == 8
 
 

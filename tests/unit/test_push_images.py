@@ -41,12 +41,12 @@ def test_both_images_are_built_once_and_pushed_by_version(tmp_path: Path) -> Non
     builds = [c for c in calls if c.startswith("docker build")]
     assert builds == [
         f"docker build --tag traingrid-mnp:{VERSION} {ROOT}/containers/mnp",
-        f"docker build --tag traingrid-horovod:{VERSION} "
+        f"docker build --tag traingrid-sagemaker:{VERSION} "
         f"--build-arg NODE_IMAGE=traingrid-mnp:{VERSION} {ROOT}/containers/sagemaker"]
     pushes = [c for c in calls if c.startswith("docker push")]
     assert pushes == [
         f"docker push 123456789012.dkr.ecr.us-east-1.amazonaws.com/traingrid-mnp:{VERSION}",
-        *(f"docker push 123456789012.dkr.ecr.{r}.amazonaws.com/traingrid-horovod:{VERSION}"
+        *(f"docker push 123456789012.dkr.ecr.{r}.amazonaws.com/traingrid-sagemaker:{VERSION}"
           for r in ("us-east-1", "eu-west-1"))]
     assert not any("latest" in c for c in calls)
     assert "aws ecr get-login-password --region eu-west-1" in calls
@@ -75,7 +75,7 @@ def test_the_stack_runs_the_version_make_pushes_from_its_own_private_repository(
     template = load_template()
     assert template["Parameters"]["NodeImageTag"]["Default"] == VERSION
     assert template["Parameters"]["TrainingImageRepository"]["Default"] == (
-        f"traingrid-horovod:{VERSION}")
+        f"traingrid-sagemaker:{VERSION}")
     repository = template["Resources"]["NodeImageRepository"]["Properties"]
     assert repository["RepositoryName"] == "traingrid-mnp"
     assert repository["ImageTagMutability"] == "IMMUTABLE"

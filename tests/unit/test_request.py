@@ -16,7 +16,11 @@ def test_defaults_are_the_reference_workload():
     assert (request.batch_size, request.epochs, request.warmup_epochs) == (256, 90, 10)
     assert request.lr_decay_mode == "poly"
     assert request.extra_mpi_params == DEFAULT_EXTRA_MPI_PARAMS
-    assert "-x HOROVOD_FUSION_THRESHOLD=16777216" in request.extra_mpi_params
+    assert "HOROVOD" not in request.extra_mpi_params  # nothing in the trainer reads one
+    # ...but a request may still set one, for a command of its own that runs Horovod.
+    horovod = "-x HOROVOD_FUSION_THRESHOLD=16777216"
+    assert parse(TrainingRunRequest, {"dataset": "s3://data-bucket/imagenet/",
+                                      "extra_mpi_params": horovod}).extra_mpi_params == horovod
     assert request.dataset == "s3://data-bucket/imagenet/resized/"
     assert (request.bucket, request.prefix) == ("data-bucket", "imagenet/resized/")
 

@@ -188,7 +188,7 @@ class Needs:
 
     def regional_image(self, region: str) -> Image:
         """The SageMaker image in a campaign region (TrainingImageRepository, repo:tag)."""
-        written = self.parameters.get("TrainingImageRepository", "traingrid-horovod:latest")
+        written = self.parameters.get("TrainingImageRepository", "traingrid-sagemaker:latest")
         repository, _, tag = written.partition(":")
         return Image(repository, tag or "latest", region)
 

@@ -112,7 +112,8 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                         "32k, at most half the run")
     p.add_argument("--lr_decay_mode", "--lr-decay-mode", choices=DECAY_MODES,
                    default=env.get("LR_DECAY_MODE", "poly"))
-    p.add_argument("--lr", type=float, default=0.1, help="for a global batch of 256")
+    p.add_argument("--lr", type=float, default=0.1,
+                   help="SGD's rate for a global batch of 256 (LARS: --lars_lr)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight_decay", "--weight-decay", type=float, default=1e-4,
                    help="on convolution and linear weights; never on BatchNorm or biases")

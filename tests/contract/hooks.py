@@ -1,9 +1,10 @@
-"""What Schemathesis cannot read from the document: POST /runs's rule across fields, and the
-deployment's own limit.
+"""What Schemathesis cannot read from the document: the rules across fields of a TrainingRun
+request (POST /runs, POST /plans), and the deployment's own limit.
 
-JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``epochs`` and
-``min_nodes`` at most ``nodes`` (the document says so in the fields' descriptions, and the API
-answers 400 otherwise), and
+JSON Schema checks each field alone; ``warmup_epochs`` must also be less than ``epochs``,
+``min_nodes`` at most ``nodes``, and ``fsx.per_unit_storage_throughput`` set only with
+``fsx.deployment_type`` PERSISTENT_1 (the document says so in the fields' descriptions, and the
+API answers 400 otherwise), and
 ``instance_type`` must be one the stack's compute environment launches (its
 ``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them), and
 no variable of ``extra_mpi_params`` may have a refused word in its name (its description says
@@ -34,7 +35,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-@schemathesis.hook.apply_to(path="/runs", method="POST")
+@schemathesis.hook.apply_to(path=["/runs", "/plans"], method="POST")
 def filter_case(context: Any, case: Any) -> bool:
     body = case.body
     if case.meta is not None and case.meta.generation.mode is not GenerationMode.POSITIVE:
@@ -42,6 +43,10 @@ def filter_case(context: Any, case: Any) -> bool:
     if not isinstance(body, dict):
         return True
     if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
+        return False
+    fsx = body.get("fsx")
+    if (isinstance(fsx, dict) and fsx.get("per_unit_storage_throughput") is not None
+            and fsx.get("deployment_type") != "PERSISTENT_1"):
         return False
     params = body.get("extra_mpi_params")
     if isinstance(params, str) and mpi_params_problems(params):

@@ -11,7 +11,8 @@ from traingrid_local.emulator.api_gateway import references, without_api_gateway
 from traingrid_local.emulator.deploy import load_template, package, translate
 
 API_PERMISSIONS = {f"ApiFunction{event}PermissionStage" for event in (
-    "SubmitRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs", "SubmitFanout", "ListCampaigns")}
+    "SubmitRun", "SubmitCommandRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs",
+    "SubmitFanout", "ListCampaigns")}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,9 @@ def test_left_out_are_the_api_gateway_resources_their_permissions_and_outputs(tr
     api_resources = {k for k, r in translated["Resources"].items()
                      if r["Type"].startswith("AWS::ApiGateway::")}
     assert {"Api", "ApiStage", "ApiGatewayAccount"} <= api_resources
+    # RunCommandsPolicy grants execute-api:Invoke on the command route: it names the API.
     assert set(left_out) == api_resources | API_PERMISSIONS | {
+        "RunCommandsPolicy", "Outputs.RunCommandsPolicyArn",
         "Outputs.ApiUrl", "Outputs.ApiConsoleUrl"}
     kept = adapted["Resources"]
     assert {"ApiFunction", "ApiFunctionRole", "IdempotencyTable", "ApiGatewayCloudWatchRole",

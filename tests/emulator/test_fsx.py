@@ -257,3 +257,31 @@ def test_a_deleted_file_system_keeps_a_record_of_its_files_and_tags(emulator: Em
     record = fsx.deleted(fsx_backends[ACCOUNT_ID][emulator.region])[fs_id]
     assert record["files"] == FILES and record["tags"] == {"traingrid:run": "r1"}
     assert fsx_client.describe_file_systems()["FileSystems"] == []
+
+
+def test_capacity_and_throughput_are_checked_against_the_deployment_type(
+    emulator: Emulator,
+) -> None:
+    subnet = create_network(emulator).subnet_id
+    client = emulator.client("fsx")
+
+    def create(capacity: int, **lustre: Any) -> None:
+        client.create_file_system(FileSystemType="LUSTRE", StorageCapacity=capacity,
+                                  SubnetIds=[subnet], LustreConfiguration=lustre)
+
+    create(110_400, DeploymentType="SCRATCH_2", ImportPath="s3://data/imagenet/")
+    create(4800, DeploymentType="PERSISTENT_1", PerUnitStorageThroughput=200)
+    refused = {
+        "not valid for SCRATCH_2": (3600, {"DeploymentType": "SCRATCH_2"}),
+        "not supported for SCRATCH_2": (1200, {"DeploymentType": "SCRATCH_2",
+                                               "PerUnitStorageThroughput": 200}),
+        "PERSISTENT_1 needs PerUnitStorageThroughput": (1200, {
+            "DeploymentType": "PERSISTENT_1", "PerUnitStorageThroughput": 125}),
+        "data repository association": (2400, {
+            "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 1000,
+            "ImportPath": "s3://data/imagenet/"}),
+    }
+    for message, (capacity, lustre) in refused.items():
+        with pytest.raises(ClientError, match=message) as raised:
+            create(capacity, **lustre)
+        assert raised.value.response["Error"]["Code"] == "BadRequest"

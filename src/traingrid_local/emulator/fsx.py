@@ -14,6 +14,8 @@ moto's FSx never leaves a create call's state (no ``Lifecycle``), drops ``Import
   the bytes before it have been copied at a steady rate), and on success the exported files
   really appear in S3 under the export path;
 - ``DescribeDataRepositoryTasks`` honours its ``file-system-id`` and ``task-lifecycle`` filters;
+- a Lustre file system's capacity, ``PerUnitStorageThroughput`` and ``ImportPath`` are checked
+  against its deployment type as FSx checks them (moto takes any), with a BadRequest;
 - a deleted file system's files are kept aside (:func:`deleted`), so tests can check that
   nothing was deleted before it was archived.
 """
@@ -92,9 +94,44 @@ def _to_dict(previous: Any) -> Any:
     return to_dict
 
 
+# FSx for Lustre's rules (User Guide, "Deployment options"; API CreateFileSystem): capacity
+# 1,200, 2,400 GiB, then steps of 3,600 (SCRATCH_1) or 2,400; the throughput per TiB each
+# persistent type takes (and needs); PERSISTENT_2 links S3 only by data repository association.
+_LUSTRE_STEP_GIB = {"SCRATCH_1": 3600, "SCRATCH_2": 2400, "PERSISTENT_1": 2400,
+                    "PERSISTENT_2": 2400}
+_LUSTRE_PER_UNIT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
+
+
+def lustre_problems(capacity: int, lustre: dict[str, Any]) -> list[str]:
+    """Why FSx would refuse this Lustre file system (SSD storage), if it would."""
+    kind = lustre.get("DeploymentType", "SCRATCH_1")
+    if kind not in _LUSTRE_STEP_GIB:
+        return [f"unknown DeploymentType {kind}"]
+    problems = []
+    if capacity not in (1200, 2400) and (capacity <= 0 or capacity % _LUSTRE_STEP_GIB[kind]):
+        problems.append(f"StorageCapacity {capacity} is not valid for {kind}: 1200, 2400 or a "
+                        f"multiple of {_LUSTRE_STEP_GIB[kind]} GiB")
+    per_unit = lustre.get("PerUnitStorageThroughput")
+    allowed = _LUSTRE_PER_UNIT.get(kind)
+    if allowed is None and per_unit is not None:
+        problems.append(f"PerUnitStorageThroughput is not supported for {kind}")
+    elif allowed is not None and per_unit not in allowed:
+        problems.append(f"{kind} needs PerUnitStorageThroughput, one of "
+                        f"{', '.join(map(str, allowed))}")
+    if kind == "PERSISTENT_2" and ("ImportPath" in lustre or "ExportPath" in lustre):
+        problems.append("ImportPath and ExportPath are not supported for PERSISTENT_2; link "
+                        "S3 with a data repository association")
+    return problems
+
+
 def _create_file_system(previous: Any) -> Any:
     def create_file_system(self: FSxBackend, client_request_token: str | None = None,
                             **kwargs: Any) -> FileSystem:
+        if kwargs.get("file_system_type") == "LUSTRE":
+            problems = lustre_problems(int(kwargs.get("storage_capacity") or 0),
+                                       kwargs.get("lustre_configuration") or {})
+            if problems:
+                raise JsonRESTError("BadRequest", "; ".join(problems))
         with _LOCK:
             tokens = self.__dict__.setdefault("tokens", {})
             if client_request_token and client_request_token in tokens:

@@ -481,6 +481,51 @@ def test_an_export_that_does_not_finish_leaves_the_status_alone(cluster, fake_bi
     assert "exporting" in failing.stderr and "failed" in failing.stderr
 
 
+# hsm_restore queues files; hsm_action reports a queued file NOOP (loaded) from its second
+# call on, RESTORE before.
+FAKE_LFS_RESTORE = r'''
+import json, sys
+from pathlib import Path
+state = Path(__file__).with_name("lfs-restore.json")
+queued = json.loads(state.read_text()) if state.exists() else {}
+action, files = sys.argv[1], sys.argv[2:]
+for f in files:
+    if action == "hsm_restore":
+        queued[f] = 0
+    elif action == "hsm_action":
+        polls = queued.get(f)
+        print(f"{f}: {'NOOP' if polls else 'RESTORE running'}")
+        if polls is not None:
+            queued[f] = polls + 1
+    else:
+        sys.exit(f"lfs: unknown action {action}")
+state.write_text(json.dumps(queued))
+'''
+
+
+def test_the_main_node_preloads_the_dataset_before_any_rank_starts(cluster, fake_bin,
+                                                                    tmp_path: Path) -> None:
+    dataset, output = tmp_path / "fsx", tmp_path / "fsx" / "outputs"
+    (dataset / "train").mkdir(parents=True)
+    output.mkdir()
+    shards = [dataset / "train" / f"train-0000{n}-of-00002" for n in (0, 1)]
+    for shard in shards:
+        shard.write_bytes(b"x" * 64)
+    (output / "old.ckpt").write_bytes(b"y")
+    bin_dir = fake_bin("lfs", FAKE_LFS_RESTORE)
+    state = bin_dir / "lfs-restore.json"
+    seen = tmp_path / "restored-at-launch"
+    nodes = cluster.start_all(2, {
+        "TRAINGRID_PRELOAD_DIR": str(dataset), "OUTPUT_DIR": str(output),
+        "TRAINGRID_LFS": str(bin_dir / "lfs"),
+        # What had been restored when the launcher started.
+        "TRAINGRID_LAUNCH_COMMAND": shlex.join(["cp", str(state), str(seen)]),
+    })
+    assert [node.wait() for node in nodes] == [0, 0], [node.log for node in nodes]
+    assert sorted(json.loads(seen.read_text())) == sorted(map(str, shards))
+    assert "preloaded 2 of 2 dataset file(s) from S3" in nodes[0].log
+
+
 # --- EFA ------------------------------------------------------------------------------------
 
 

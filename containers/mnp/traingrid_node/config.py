@@ -99,7 +99,7 @@ class PreloadConfig:
     (``lfs hsm_restore``), rather than lazily on each file's first read."""
 
     dataset_dir: Path
-    skip_dir: Path | None  # the outputs folder: nothing there comes from S3
+    skip_dirs: tuple[Path, ...]  # the outputs folders: nothing there comes from S3
     lfs: tuple[str, ...]
     timeout: float
 
@@ -319,8 +319,9 @@ def preload_config(env: Mapping[str, str]) -> PreloadConfig | None:
     dataset_dir = _get(env, "TRAINGRID_PRELOAD_DIR")
     if not dataset_dir:
         return None
-    skip = _get(env, "TRAINGRID_EXPORT_DIR")
-    return PreloadConfig(Path(dataset_dir), Path(skip) if skip else None,
+    skip = tuple(Path(d) for d in (_get(env, "OUTPUT_DIR"), _get(env, "TRAINGRID_EXPORT_DIR"))
+                 if d)
+    return PreloadConfig(Path(dataset_dir), skip,
                          _env_command(env, "TRAINGRID_LFS") or ("lfs",),
                          _env_seconds(env, "TRAINGRID_PRELOAD_TIMEOUT",
                                       DEFAULT_PRELOAD_TIMEOUT))

@@ -154,9 +154,9 @@ def preload_dataset(preload: PreloadConfig) -> tuple[int, int]:
     """Ask Lustre to load every dataset file's contents from S3 now (``lfs hsm_restore``
     queues them; the file servers load them in parallel) and wait until each is loaded or
     the timeout passes: (loaded, total)."""
-    skip = preload.skip_dir.resolve() if preload.skip_dir else None
+    skip = [d.resolve() for d in preload.skip_dirs]
     files = sorted(p for p in preload.dataset_dir.rglob("*") if p.is_file()
-                   and not (skip and p.resolve().is_relative_to(skip)))
+                   and not any(p.resolve().is_relative_to(d) for d in skip))
     _lfs(preload, "hsm_restore", files)
     deadline = time.monotonic() + preload.timeout
     waiting = [str(f) for f in files]

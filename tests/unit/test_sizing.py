@@ -108,3 +108,22 @@ def test_a_preload_asks_the_main_node_to_load_the_dataset_before_training():
                         now=datetime.now(UTC))["job"]["environment"]
     assert env(preload=True)["TRAINGRID_PRELOAD_DIR"] == "/fsx"
     assert "TRAINGRID_PRELOAD_DIR" not in env()
+
+
+def test_a_job_no_file_system_can_feed_gets_the_fastest_and_says_by_how_much():
+    sizing = size_file_system(request(nodes=500, instance_type="p5.48xlarge",
+                                      expected_images_per_s_per_gpu=100_000), IMAGENET)
+    assert not sizing.meets
+    assert is_valid_capacity(sizing.choice.tier.deployment_type, sizing.choice.capacity_gib)
+    assert sizing.choice.capacity_gib > 990_000
+    [warning] = sizing.warnings
+    assert "the largest file system FSx makes" in warning and "MB/s short" in warning
+
+
+def test_an_explicit_deployment_type_is_sized_in_its_own_increments():
+    sizing = size_file_system(request(expected_images_per_s_per_gpu=625,
+                                      fsx={"deployment_type": "SCRATCH_1"}), IMAGENET)
+    # 11,000 MB/s at 200 MB/s/TiB: 55 TiB = 56,320 GiB → the next multiple of 3,600
+    assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == ("SCRATCH_1",
+                                                                                57_600)
+    assert not any("PERSISTENT_2" in note for note in sizing.notes)

@@ -140,18 +140,19 @@ MIN_CAPACITY_GIB = 1200
 MAX_CAPACITY_GIB = 1_000_000 // 1200 * 1200
 
 
-def capacity_step_gib(deployment_type: DeploymentType) -> int:
-    """Above 2400 GiB, capacity grows in steps of 3600 (SCRATCH_1) or 2400 GiB (others)."""
-    return 3600 if deployment_type is DeploymentType.SCRATCH_1 else 2400
+def capacity_step_gib(deployment_type: str) -> int:
+    """Above 2400 GiB, capacity grows in steps of 3600 (SCRATCH_1) or 2400 GiB (others,
+    PERSISTENT_2 included)."""
+    return 3600 if deployment_type == DeploymentType.SCRATCH_1 else 2400
 
 
-def is_valid_capacity(deployment_type: DeploymentType, gib: int) -> bool:
+def is_valid_capacity(deployment_type: str, gib: int) -> bool:
     if gib in (1200, 2400):
         return True
     return gib > 0 and gib % capacity_step_gib(deployment_type) == 0
 
 
-def round_up_capacity(deployment_type: DeploymentType, needed_gib: float) -> int:
+def round_up_capacity(deployment_type: str, needed_gib: float) -> int:
     """Smallest valid storage capacity that holds ``needed_gib``."""
     if needed_gib <= 1200:
         return 1200

@@ -18,7 +18,6 @@ from traingrid.training.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
     MAX_CAPACITY_GIB,
-    DeploymentType,
     FsxTier,
     capacity_step_gib,
     round_up_capacity,
@@ -125,7 +124,7 @@ def _sized(tier: FsxTier, dataset: DatasetSize, required_mb_s: float,
            capacity: int | None) -> FileSystemChoice:
     """``tier`` at ``capacity``, or else at the least capacity that holds the dataset and
     gives ``required_mb_s`` (at most the largest file system FSx makes)."""
-    kind = DeploymentType(tier.deployment_type) if tier.import_path else DeploymentType.SCRATCH_2
+    kind = tier.deployment_type
     if capacity is None:
         for_reads = required_mb_s / tier.mb_s_per_tib * 1024
         largest = MAX_CAPACITY_GIB // capacity_step_gib(kind) * capacity_step_gib(kind)

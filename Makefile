@@ -62,7 +62,8 @@ $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
 	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
-$(TRAINER_VENV)/.installed: $(TRAINER_REQUIREMENTS)
+# mpi4py builds against this machine's Open MPI (make openmpi: its mpicc and headers).
+$(TRAINER_VENV)/.installed: $(TRAINER_REQUIREMENTS) | openmpi
 	$(PYTHON) -m venv $(TRAINER_VENV)
 	$(TRAINER_VENV)/bin/pip install --quiet --upgrade pip==25.3
 	$(TRAINER_VENV)/bin/pip install --quiet -r $(TRAINER_REQUIREMENTS)
@@ -74,12 +75,13 @@ $(NOTEBOOK_VENV)/.installed: pyproject.toml $(NOTEBOOK_CONSTRAINTS)
 	$(NOTEBOOK_VENV)/bin/pip install --quiet -c $(NOTEBOOK_CONSTRAINTS) -e '.[notebook]'
 	touch $@
 
-# Open MPI 4.1, the major version of the node image's (Debian's openmpi-bin), unless one is here.
+# Open MPI 4.1, the major version of the node image's (Debian's openmpi-bin), unless one is here,
+# with its mpicc and headers (libopenmpi-dev), which the trainer venv's mpi4py is built with.
 openmpi:
-	@command -v mpirun >/dev/null || { \
+	@command -v mpirun >/dev/null && echo '#include <mpi.h>' | mpicc -E - >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
-			-y -qq --no-install-recommends openmpi-bin >/dev/null; }
+			-y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null; }
 	@mpirun --version | head -n 1
 
 # Debian's OpenSSH server and client: make mpi-smoke's nodes run the real sshd, mpirun the real
@@ -142,10 +144,11 @@ audit: install
 	$(AUDIT) --no-deps -r constraints.txt
 	$(AUDIT) --no-deps -r $(TRAINER_REQUIREMENTS)
 	$(AUDIT) --require-hashes -r containers/mnp/requirements-image.txt \
-		-r containers/sagemaker/requirements.txt
+		-r containers/sagemaker/requirements.txt -r containers/sagemaker/requirements-build.txt
 
-# The trainer and its tests need only the trainer's venv (and mpirun for the multi-rank ones).
-trainer-test: openmpi $(TRAINER_VENV)/.installed
+# The trainer and its tests need only the trainer's venv (and mpirun for the multi-rank ones;
+# sshd and root for SageMaker's toolkit on two hosts, tests/test_sagemaker_toolkit.py).
+trainer-test: openmpi sshd $(TRAINER_VENV)/.installed
 	cd containers/mnp && ../../$(TRAINER_VENV)/bin/pytest $(PYTEST_ARGS)
 
 # NODES nodes in network and mount namespaces of their own (root), with the job's environment

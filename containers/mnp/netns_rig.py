@@ -34,7 +34,7 @@ ECS_SUBNET, ECS_PREFIX = "169.254.172", 22
 RUN_DIR = Path("/run/traingrid")  # the node program's default TRAINGRID_SSH_DIR lives here
 # Run the command in the node's own mount namespace, with its /dev/shm and /run/traingrid.
 MOUNTS = ('mount -t tmpfs -o size="$SHM_MIB"m,mode=1777 shm /dev/shm'
-          f' && mount -t tmpfs -o size=16m,mode=755 traingrid {RUN_DIR} && exec "$@"')
+          f' && mount -t tmpfs -o size=16m,mode=755 traingrid {RUN_DIR}')
 # Whether a TCP connection reaches a host: "refused" (it answered) or why not.
 PROBE = """
 import errno, json, socket, sys
@@ -140,10 +140,15 @@ class NetnsRig:
 
     # --- running ----------------------------------------------------------------------------
 
-    def command(self, node: RigNode, argv: Sequence[str]) -> list[str]:
-        """``argv`` inside the node: its network namespace, a mount namespace of its own."""
-        return [IP, "netns", "exec", node.namespace, "unshare", "--mount", "--propagation",
-                "private", "env", f"SHM_MIB={self.shm_mib}", "sh", "-c", MOUNTS, "sh", *argv]
+    def command(self, node: RigNode, argv: Sequence[str], prepare: str = "",
+                uts: bool = False) -> list[str]:
+        """``argv`` inside the node: its network namespace, a mount namespace of its own (and
+        a UTS namespace, for a host name of its own, with ``uts``). ``prepare``, a shell
+        command, runs there first: the node's own mounts, its host name."""
+        script = f"{MOUNTS} && {prepare or ':'} && exec \"$@\""
+        return [IP, "netns", "exec", node.namespace, "unshare", "--mount",
+                *(["--uts"] if uts else []), "--propagation", "private", "env",
+                f"SHM_MIB={self.shm_mib}", "sh", "-c", script, "sh", *argv]
 
     def probe(self, source: RigNode, *addresses: str) -> list[str]:
         out = _run(IP, "netns", "exec", source.namespace, "python3", "-c", PROBE, *addresses)

@@ -25,7 +25,7 @@ PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
 	schema bench faults clean openmpi sshd chromium trainer-test mpi-smoke push-images notebook-check \
-	audit
+	audit bench-input bench-gpu
 
 help:
 	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
@@ -37,6 +37,8 @@ help:
 	@echo "make audit           pip-audit: known vulnerabilities in every pinned package"
 	@echo "make schema          regenerate schema/*.schema.json from the request models"
 	@echo "make bench           measure cold starts, planning 10,000 datasets, the demo"
+	@echo "make bench-input     the trainer's input pipeline, legacy and current: images/s a worker"
+	@echo "make bench-gpu       images/s per GPU and NCCL all-reduce bandwidth (on a GPU machine)"
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
 	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
@@ -183,6 +185,21 @@ sam-build: $(SAM_VENV)/.installed
 
 bench: install
 	$(BIN)/python -m traingrid_local.bench
+
+# The trainer's input pipeline on ImageNet-like JPEG shards (made for the run): the legacy and
+# the current pipeline in turns, RUNS each, their medians and ratio (at least 2x, or it fails),
+# and how many GPUs each instance type's vCPUs can feed. A benchmark: not part of make test.
+RUNS ?= 3
+bench-input: $(TRAINER_VENV)/.installed
+	cd containers/mnp && OMP_NUM_THREADS=1 ../../$(TRAINER_VENV)/bin/python \
+		-m traingrid_trainer.bench input --runs $(RUNS)
+
+# Images/s per GPU (synthetic and the real pipeline) and all-reduce bus bandwidth, against
+# the published per-GPU figures. Needs a CUDA build of PyTorch: on a GPU instance, in the node
+# image, make bench-gpu GPU_PYTHON=python3 (no venv made). Without a GPU it says so, exit 0.
+bench-gpu: $(if $(GPU_PYTHON),,$(TRAINER_VENV)/.installed)
+	cd containers/mnp && $(or $(GPU_PYTHON),../../$(TRAINER_VENV)/bin/python) \
+		-m traingrid_trainer.bench gpu
 
 faults: install
 	$(BIN)/traingrid faults

@@ -43,10 +43,11 @@ def photo() -> bytes:
 def test_training_crops_are_uint8_at_the_size_and_match_the_first_pipeline(photo) -> None:
     for seed in range(6):
         pixels, label = data.decode_cpu(photo, 224, True, random.Random(seed))
-        assert (pixels.shape, pixels.dtype, label) == ((3, 224, 224), torch.uint8, 6)
+        assert (pixels.shape, pixels.dtype, label) == ((224, 224, 3), torch.uint8, 6)
+        pixels = pixels.permute(2, 0, 1)
         # the same box and flip, decoded and resized another way: well under a level apart
         assert pixel_levels(pixels, legacy_rgb(photo, 224, True, seed)) < 1.0
-    normalized = data.normalize(torch.stack([pixels]))
+    normalized = data.normalize(pixels[None])
     assert normalized.dtype == torch.float32
     assert float(normalized.min()) > -2.2 and float(normalized.max()) < 2.7
     assert abs(float(normalized.mean())) < 1.0
@@ -56,10 +57,11 @@ def test_pillow_decodes_what_is_no_plain_jpeg(photo) -> None:
     png = io.BytesIO()
     Image.open(io.BytesIO(natural_jpeg(300, 200, seed=2))).convert("L").save(png, "PNG")
     pixels, _ = data.decode_cpu(record(png.getvalue()), 64, True, random.Random(0))
-    assert (pixels.shape, pixels.dtype) == ((3, 64, 64), torch.uint8)
-    assert torch.equal(pixels[0], pixels[1])  # grey, made RGB
+    assert (pixels.shape, pixels.dtype) == ((64, 64, 3), torch.uint8)
+    assert torch.equal(pixels[..., 0], pixels[..., 1])  # grey, made RGB
     label, jpeg = data._label_and_jpeg(photo)
     by_pillow, _ = data.decode_pillow(jpeg, label, 224, True, random.Random(3))
+    assert by_pillow.shape == (224, 224, 3)
     by_default, _ = data.decode_cpu(photo, 224, True, random.Random(3))
     assert pixel_levels(by_pillow, by_default) < 0.5
 
@@ -72,7 +74,7 @@ def test_validation_resizes_the_shorter_side_and_crops_the_center() -> None:
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=95)
     example = record(buffer.getvalue())
-    pixels, _ = data.decode_cpu(example, 224, False, random.Random(0))
+    pixels = data.decode_cpu(example, 224, False, random.Random(0))[0].permute(2, 0, 1)
     assert float(pixels[0, :, :8].float().mean()) > 180  # the crop's edges are in the middle
     assert float(pixels[0, :, -8:].float().mean()) > 180
     squeezed = legacy_rgb(example, 224, False, 0)
@@ -87,7 +89,7 @@ def test_large_images_decode_at_a_reduced_scale_that_keeps_the_crop_over_the_siz
     jpeg = natural_jpeg(1600, 1200, seed=3)
     # center crop 1050 px: decoded at 1/4 (400 px of it a side, still over 224)
     assert data.dct_scale(data.center_crop(1600, 1200), 224) == 4
-    pixels, _ = data.decode_cpu(record(jpeg), 224, False, random.Random(0))
+    pixels = data.decode_cpu(record(jpeg), 224, False, random.Random(0))[0].permute(2, 0, 1)
     # the box lands on the 1/4 grid: a few full-size pixels off, under one output pixel
     box = data.scaled(data.center_crop(1600, 1200), 400, 300, 1600, 1200)
     assert (box.left, box.top, box.right, box.bottom) == (68, 18, 331, 281)
@@ -111,7 +113,8 @@ def test_the_gpu_pipeline_workers_send_the_jpeg_and_the_box_the_cpu_would_crop(p
         Image.open(io.BytesIO(bytes(jpeg.numpy()))).convert("RGB"))).permute(2, 0, 1)
     on_float = data.crop_resize(full.float(), expected, 224)
     assert on_float.dtype == torch.float32
-    assert pixel_levels(on_float, data.decode_cpu(photo, 224, True, random.Random(5))[0]) < 1
+    on_cpu = data.decode_cpu(photo, 224, True, random.Random(5))[0].permute(2, 0, 1)
+    assert pixel_levels(on_float, on_cpu) < 1
 
 
 def test_auto_takes_the_cpu_pipeline_without_a_gpu() -> None:
@@ -127,12 +130,13 @@ def test_batches_are_uint8_from_the_loader_and_normalized_float_on_the_device(tm
     write_imagenet_like_shards(tmp_path, shards=1, per_shard=4)
     loader = data.loader(tmp_path, 0, 1, 2, 64, 0, "cpu")
     images, labels = next(iter(loader))
-    assert (images.shape, images.dtype, labels.tolist()) == ((2, 3, 64, 64), torch.uint8,
+    assert (images.shape, images.dtype, labels.tolist()) == ((2, 64, 64, 3), torch.uint8,
                                                              [0, 1])
     pipeline = data.choose_pipeline("cpu", torch.device("cpu"))
     images, labels = next(data.device_batches(tmp_path, 0, 1, 2, 64, 0, pipeline,
                                               torch.device("cpu")))
     assert images.dtype == torch.float32 and images.shape == (2, 3, 64, 64)
+    assert images.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_the_input_benchmark_prints_one_json_line(tmp_path) -> None:

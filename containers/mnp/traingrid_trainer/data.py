@@ -8,9 +8,9 @@ CUDA device that torchvision's nvJPEG decoder works on, else ``cpu``:
   (libjpeg-turbo through simplejpeg, straight into an array; Pillow when that is missing or
   the image is no plain JPEG) at the smallest DCT scale (1/8, 1/4, 1/2) that still gives the
   crop at least ``image_size`` pixels a side, crop and resize in one antialiased bilinear
-  pass on uint8 pixels (PyTorch's vectorized kernel), and send uint8 batches (a quarter of
-  float32's bytes) through shared memory into pinned memory; the rank normalizes them on its
-  device after a non-blocking copy.
+  pass on uint8 pixels (PyTorch's vectorized kernel), and send uint8 batches, channels last
+  (a quarter of float32's bytes, no transposing copy), through shared memory into pinned
+  memory; the rank normalizes them on its device after a non-blocking copy.
 - ``gpu``: the workers only read the records and pick the crop boxes; the rank decodes the
   JPEG bytes on its GPU (nvJPEG, ``torchvision.io.decode_jpeg``) and crops and resizes there.
 - ``legacy``: the first pipeline (full-size Pillow decode, crop, resize, float32 normalized
@@ -160,8 +160,9 @@ def choose_crop(width: int, height: int, train: bool, rng: random.Random) -> Cro
 
 def decode_cpu(example: bytes, image_size: int, train: bool,
                rng: random.Random) -> tuple[torch.Tensor, int]:
-    """uint8 3×size×size RGB pixels: the box first, from the JPEG's header, then a decode only
-    as large as the box needs."""
+    """uint8 size×size×3 RGB pixels (channels last: batches of them collate without a
+    transposing copy): the box first, from the JPEG's header, then a decode only as large as
+    the box needs."""
     label, encoded = _label_and_jpeg(example)
     if simplejpeg is not None:
         try:
@@ -174,7 +175,7 @@ def decode_cpu(example: bytes, image_size: int, train: bool,
             return decode_pillow(encoded, label, image_size, train, rng)
         pixels = torch.from_numpy(array).permute(2, 0, 1)
         crop = scaled(crop, pixels.shape[2], pixels.shape[1], width, height)
-        return crop_resize(pixels, crop, image_size), label
+        return crop_resize(pixels, crop, image_size).permute(1, 2, 0), label
     return decode_pillow(encoded, label, image_size, train, rng)
 
 
@@ -195,8 +196,8 @@ def decode_pillow(encoded: bytes, label: int, image_size: int, train: bool,
         region = region.convert("RGB")
     pixels = torch.frombuffer(bytearray(region.tobytes()), dtype=torch.uint8)
     pixels = pixels.view(region.height, region.width, 3).permute(2, 0, 1)
-    return crop_resize(pixels, Crop(0, 0, region.width, region.height, crop.flip),
-                       image_size), label
+    box = Crop(0, 0, region.width, region.height, crop.flip)
+    return crop_resize(pixels, box, image_size).permute(1, 2, 0), label
 
 
 def locate(example: bytes, image_size: int, train: bool,
@@ -289,7 +290,7 @@ def gpu_decoder_problem(device: torch.device) -> str | None:
 @dataclass(frozen=True)
 class Pipeline:
     name: str  # cpu, gpu or legacy
-    decoder: str  # pillow, nvjpeg or pillow-legacy
+    decoder: str  # libjpeg-turbo (pillow without simplejpeg), nvjpeg or pillow-legacy
     why: str = ""  # why auto chose it
 
 
@@ -357,5 +358,7 @@ def device_batches(data_dir: Path, rank: int, world: int, batch_size: int, image
         else:
             images, labels = batch
             images = images.to(device, non_blocking=True)
+            if pipeline.name == "cpu":  # N×H×W×3: a channels-last N×3×H×W view
+                images = images.permute(0, 3, 1, 2)
         labels = labels.to(device, non_blocking=True)
         yield (images if pipeline.name == "legacy" else normalize(images)), labels

@@ -3,10 +3,13 @@ that feeds the job, and a warning when the request's own file system starves it.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
+from traingrid.settings import Settings
+from traingrid.training import plan_step
 from traingrid.training.catalog import FSX_TIERS, INSTANCE_TYPES, is_valid_capacity
 from traingrid.training.plan import DatasetSize, plan_run
 from traingrid.training.request import TrainingRunRequest
@@ -127,3 +130,16 @@ def test_an_explicit_deployment_type_is_sized_in_its_own_increments():
     assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == ("SCRATCH_1",
                                                                                 57_600)
     assert not any("PERSISTENT_2" in note for note in sizing.notes)
+
+
+def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch, capsys):
+    monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
+    settings = Settings(data_bucket="bkt")
+    event = {"run": "r", "execution_arn": "arn", "request": {"dataset": "s3://bkt/imagenet/"}}
+    plan_step.plan(event, settings)
+    assert "starves" not in capsys.readouterr().out
+    plan_step.plan(event | {"request": {"dataset": "s3://bkt/imagenet/",
+                                        "fsx": {"storage_capacity_gib": 1200}}}, settings)
+    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if "starves" in x]
+    assert line["level"] == "WARNING"
+    assert (line["required_mb_s"], line["throughput_mb_s"]) == (21120.0, 234.4)

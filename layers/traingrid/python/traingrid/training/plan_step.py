@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
+from traingrid.observability import logger
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.request import (
     TrainingRunRequest,
@@ -43,13 +44,20 @@ def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
         raise RequestInvalid(refused.problems) from None
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib)
-    return plan_run(
+    planned = plan_run(
         request,
         run=event["run"],
         execution_arn=event["execution_arn"],
         dataset=measure_dataset(request.bucket, request.prefix),
         now=clock.now(),
     )
+    reads = planned["reads"]
+    for warning in reads["warnings"]:
+        # The run goes on as asked; whoever reads its log learns why it trains slowly.
+        logger.warning("file system starves the job: %s", warning, extra={
+            "required_mb_s": reads["required_mb_s"],
+            "throughput_mb_s": reads["throughput_mb_s"]})
+    return planned
 
 
 def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None) -> dict[str, Any]:

@@ -3,7 +3,6 @@ that feeds the job, and a warning when the request's own file system starves it.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pytest
@@ -132,14 +131,17 @@ def test_an_explicit_deployment_type_is_sized_in_its_own_increments():
     assert not any("PERSISTENT_2" in note for note in sizing.notes)
 
 
-def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch, capsys):
+def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
+    warned = []
     monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
+    monkeypatch.setattr(plan_step.logger, "warning",
+                        lambda message, *args, extra: warned.append((message % args, extra)))
     settings = Settings(data_bucket="bkt")
     event = {"run": "r", "execution_arn": "arn", "request": {"dataset": "s3://bkt/imagenet/"}}
     plan_step.plan(event, settings)
-    assert "starves" not in capsys.readouterr().out
+    assert warned == []
     plan_step.plan(event | {"request": {"dataset": "s3://bkt/imagenet/",
                                         "fsx": {"storage_capacity_gib": 1200}}}, settings)
-    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if "starves" in x]
-    assert line["level"] == "WARNING"
-    assert (line["required_mb_s"], line["throughput_mb_s"]) == (21120.0, 234.4)
+    [(message, figures)] = warned
+    assert message.startswith("file system starves the job: the file system gives 234 MB/s")
+    assert figures == {"required_mb_s": 21120.0, "throughput_mb_s": 234.4}

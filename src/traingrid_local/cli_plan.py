@@ -118,7 +118,7 @@ def plan(
     body = request_body(manifest, {
         "dataset": dataset, "nodes": nodes, "instance_type": instance_type, "epochs": epochs,
         "expected_images_per_s_per_gpu": images_per_s_per_gpu,
-        "dataset_records": dataset_records})
+        "dataset_records": dataset_records}, "plan")
     if dataset_objects is not None and dataset_bytes is None:
         raise fail("plan", "--dataset-objects needs --dataset-bytes", INVALID)
     if dataset_bytes is not None:

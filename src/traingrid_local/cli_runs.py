@@ -125,16 +125,17 @@ def follow(command: str, client: ApiClient, name: str, timeout: float,
         time.sleep(interval)
 
 
-def request_body(file: Path | None, fields: dict[str, Any]) -> dict[str, Any]:
+def request_body(file: Path | None, fields: dict[str, Any], command: str = "submit"
+                 ) -> dict[str, Any]:
     """The file's JSON object with the flags given on top."""
     body: dict[str, Any] = {}
     if file is not None:
         try:
             body = json.loads(file.read_text())
         except (OSError, ValueError, RecursionError) as error:  # nested too deep: recursion
-            raise fail("submit", f"cannot read {file}: {error}", INVALID) from None
+            raise fail(command, f"cannot read {file}: {error}", INVALID) from None
         if not isinstance(body, dict):
-            raise fail("submit", f"{file} must hold a JSON object", INVALID)
+            raise fail(command, f"{file} must hold a JSON object", INVALID)
     return body | {k: v for k, v in fields.items() if v is not None}
 
 

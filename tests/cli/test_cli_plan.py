@@ -46,3 +46,10 @@ def test_an_invalid_request_lists_its_problems_and_exits_2():
     objects_alone = runner.invoke(app, ["plan", "--dataset", "s3://data/x/",
                                         "--dataset-objects", "3"])
     assert objects_alone.exit_code == 2 and "--dataset-bytes" in objects_alone.output
+
+
+def test_a_manifest_that_cannot_be_read_is_named(tmp_path):
+    result = runner.invoke(app, ["plan", "--manifest", str(tmp_path / "missing.json"),
+                                 "--dataset-bytes", "1000"])
+    assert result.exit_code == 2
+    assert "traingrid plan: cannot read" in result.output

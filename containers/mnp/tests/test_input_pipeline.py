@@ -59,6 +59,13 @@ def test_pillow_decodes_what_is_no_plain_jpeg(photo) -> None:
     pixels, _ = data.decode_cpu(record(png.getvalue()), 64, True, random.Random(0))
     assert (pixels.shape, pixels.dtype) == ((64, 64, 3), torch.uint8)
     assert torch.equal(pixels[..., 0], pixels[..., 1])  # grey, made RGB
+    cmyk = io.BytesIO()  # libjpeg-turbo refuses CMYK to RGB: Pillow converts it
+    Image.new("CMYK", (300, 260), (10, 20, 30, 40)).save(cmyk, "JPEG")
+    pixels, _ = data.decode_cpu(record(cmyk.getvalue()), 64, True, random.Random(0))
+    with Image.open(io.BytesIO(cmyk.getvalue())) as image:
+        expected = image.convert("RGB").getpixel((150, 130))
+    means = pixels.float().mean(dim=(0, 1)).tolist()
+    assert all(abs(mean - level) <= 1 for mean, level in zip(means, expected, strict=True))
     label, jpeg = data._label_and_jpeg(photo)
     by_pillow, _ = data.decode_pillow(jpeg, label, 224, True, random.Random(3))
     assert by_pillow.shape == (224, 224, 3)

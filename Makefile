@@ -189,7 +189,7 @@ bench: install
 # The trainer's input pipeline on ImageNet-like JPEG shards (made for the run): the legacy and
 # the current pipeline in turns, RUNS each, their medians and ratio (at least 2x, or it fails),
 # and how many GPUs each instance type's vCPUs can feed. A benchmark: not part of make test.
-RUNS ?= 3
+RUNS ?= 5
 bench-input: $(TRAINER_VENV)/.installed
 	cd containers/mnp && OMP_NUM_THREADS=1 ../../$(TRAINER_VENV)/bin/python \
 		-m traingrid_trainer.bench input --runs $(RUNS)

@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m traingrid_trainer.bench")
     commands = parser.add_subparsers(dest="command", required=True)
     bench_input = commands.add_parser("input", help="the input pipeline, legacy and current")
-    bench_input.add_argument("--runs", type=int, default=3)
+    bench_input.add_argument("--runs", type=int, default=5)
     bench_input.add_argument("--seconds", type=float, default=10.0)
     bench_input.add_argument("--pipeline", choices=("auto", "cpu", "gpu"), default="auto")
     bench_input.add_argument("--data_dir", type=Path, default=None,

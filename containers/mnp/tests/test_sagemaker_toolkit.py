@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from netns_rig import NetnsRig
+from netns_rig import RUN_DIR, NetnsRig
 from sample_data import write_shards
 
 from tests.conftest import MNP
@@ -192,7 +192,10 @@ def run_job(key: str, work: Path, script: Path, hyperparameters: dict[str, Any],
                     env=host_env(name), stdout=log, stderr=subprocess.STDOUT, cwd=work,
                     start_new_session=True)
         try:
-            status = processes["algo-1"].wait(timeout=JOB_TIMEOUT)
+            try:
+                status = processes["algo-1"].wait(timeout=JOB_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                status = 124  # as timeout(1) says it; stopped below
             try:
                 worker: int | None = processes["algo-2"].wait(
                     timeout=max(1.0, started + JOB_TIMEOUT - time.monotonic()) if status == 0
@@ -222,17 +225,20 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Job]]:
         "fails": (trainer, {**TINY, "fail_rank": 1}),
         "horovod": (ROOT / "examples" / "horovod_world.py", {"num_epochs": 1}),
     }
-    made = not SSH_HOME.exists()  # the mount point of each host's own
-    SSH_HOME.mkdir(mode=0o700, exist_ok=True)
+    # Mount points: each host's own ssh folder, and the rigs' (made here once, not by three
+    # rigs at the same time).
+    made = [d for d in (SSH_HOME, RUN_DIR) if not d.exists()]
+    for folder in made:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         with ThreadPoolExecutor(len(specs)) as pool:
             futures = {key: pool.submit(run_job, key, work / key, script, hp,
                                         data) for key, (script, hp) in specs.items()}
             done = {key: future.result() for key, future in futures.items()}
     finally:
-        if made:
+        for folder in made:
             with contextlib.suppress(OSError):
-                SSH_HOME.rmdir()
+                folder.rmdir()
     yield done
 
 
@@ -285,6 +291,7 @@ def test_a_failing_rank_fails_the_toolkit_with_its_failure_file(jobs: dict[str, 
 def test_a_users_horovod_style_script_runs_on_the_same_launch(jobs: dict[str, Job]) -> None:
     job = jobs["horovod"]
     assert (job.status, job.worker_status) == (0, 0), explain(job)
+    assert "-m mpi4py traingrid_train.py --batch_size 256" in job.mpirun, job.mpirun
     world = json.loads((job.opt_ml["algo-1"] / "model" / "world.json").read_text())
     assert (world["world_size"], world["rank_sum"]) == (2, 1)
     assert sorted((r["rank"], r["local_rank"], r["host"]) for r in world["ranks"]) == [

@@ -45,7 +45,8 @@ def test_reference_plan_has_160_gpus_and_the_seed_environment():
     env = job["environment"]
     assert env["MPI_GPUS"] == "160"
     assert env["BATCH_SIZE"] == "256"
-    assert env["EPOCHS"] == "90" and env["WARMUP_EPOCHS"] == "10"
+    # The trainer's rule scales the warmup with the global batch (schedule.recipe).
+    assert env["EPOCHS"] == "90" and env["WARMUP_EPOCHS"] == "auto"
     assert env["LR_DECAY_MODE"] == "poly"
     assert env["EXTRA_MPI_PARAMS"] == "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
     assert env["OUTPUT_DIR"] == env["TRAINGRID_EXPORT_DIR"] == "/fsx/outputs"

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from traingrid_trainer import data, tfrecord
+from traingrid_trainer.config import PIPELINES
 
 # ResNet-50 v1.5 mixed-precision training images/s per GPU: NVIDIA's published figures, as
 # the runtime's catalog cites them (layers/traingrid/python/traingrid/training/catalog.py,
@@ -301,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_gpu = commands.add_parser("gpu", help="images/s per GPU, all-reduce bandwidth")
     bench_gpu.add_argument("--batch_size", type=int, default=256)
     bench_gpu.add_argument("--steps", type=int, default=30)
-    bench_gpu.add_argument("--input_pipeline", choices=data.PIPELINES, default="auto")
+    bench_gpu.add_argument("--input_pipeline", choices=PIPELINES, default="auto")
     bench_gpu.add_argument("--data_dir", type=Path, default=None)
     args = parser.parse_args(argv)
     return input_main(args) if args.command == "input" else gpu_main(args)

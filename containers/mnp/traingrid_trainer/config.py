@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traingrid_node.metrics import CHECKPOINT_DIR
-from traingrid_trainer.data import PIPELINES
-from traingrid_trainer.optim import TRUST_COEFFICIENT
-from traingrid_trainer.schedule import DECAY_MODES, LARS_ABOVE, OPTIMIZERS
+from traingrid_trainer.schedule import DECAY_MODES, LARS_ABOVE, OPTIMIZERS, TRUST_COEFFICIENT
+
+# The input pipelines data.py offers (here so that the flags parse without PyTorch).
+PIPELINES = ("auto", "cpu", "gpu", "legacy")
 
 IMAGENET_TRAIN_IMAGES = 1_281_167
 

@@ -40,12 +40,12 @@ try:  # libjpeg-turbo without Pillow's overhead: the header alone, then a decode
     import simplejpeg
 except ImportError:  # Pillow does it all
     simplejpeg = None
+from traingrid_trainer.config import PIPELINES
 from traingrid_trainer.model import CLASSES
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
 STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
 TRAIN_PATTERN, VALIDATION_PATTERN = "train-*", "validation-*"
-PIPELINES = ("auto", "cpu", "gpu", "legacy")
 DECODERS = {"cpu": "libjpeg-turbo" if simplejpeg else "pillow", "gpu": "nvjpeg",
             "legacy": "pillow-legacy"}
 CENTER_CROP = 224 / 256  # validation: the crop's side over the resized shorter side

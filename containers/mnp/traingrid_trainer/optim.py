@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-TRUST_COEFFICIENT = 0.001  # LARS's eta (You et al.; the MLPerf reference's default)
+from traingrid_trainer.schedule import TRUST_COEFFICIENT
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

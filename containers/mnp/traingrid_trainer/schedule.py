@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+TRUST_COEFFICIENT = 0.001  # LARS's eta (You et al.; the MLPerf reference's default)
+
 DECAY_MODES = ("poly", "cosine", "step", "linear")
 OPTIMIZERS = ("auto", "sgd", "lars")
 REFERENCE_BATCH = 256

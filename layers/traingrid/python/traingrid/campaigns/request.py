@@ -33,13 +33,16 @@ SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
 TRAINER_HYPERPARAMETERS = (
     "num_epochs", "batch_size", "warmup_epochs", "lr_decay_mode", "lr", "momentum",
     "weight_decay", "label_smoothing", "image_size", "steps_per_epoch", "train_images",
-    "log_every", "loader_workers",
+    "log_every", "loader_workers", "optimizer", "lars_lr", "lars_trust_coefficient",
+    "input_pipeline",
 )
 # The trainer's options a request may not set, and why.
 TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
     "data_dir": "SageMaker's train channel", "output_dir": "SageMaker's model folder",
     "checkpoint_dir": "SageMaker's checkpoint folder", "fail_rank": "fault injection",
     "synthetic": "a flag without a value", "clear_log": "a flag without a value",
+    "benchmark_input": "a flag without a value (measures the input pipeline, trains nothing)",
+    "benchmark_seconds": "the input benchmark's, not training's",
 }
 
 

@@ -27,9 +27,8 @@ GPUS_PER_HOST = {
 CUSTOM_MPI_OPTIONS = (
     "-mca btl_vader_single_copy_mechanism none -x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 )
-DEFAULT_HYPERPARAMETERS = {
-    "num_epochs": "90", "batch_size": "256", "lr_decay_mode": "poly", "warmup_epochs": "10",
-}
+# No warmup_epochs: the trainer scales the warmup with the global batch unless a campaign says.
+DEFAULT_HYPERPARAMETERS = {"num_epochs": "90", "batch_size": "256", "lr_decay_mode": "poly"}
 # The image's script (containers/sagemaker/traingrid_train.py, in /opt/ml/code).
 ENTRY_POINT = "traingrid_train.py"
 # What SageMaker scrapes from the trainer's log (traingrid_node.metrics.LOG_METRICS, tested).

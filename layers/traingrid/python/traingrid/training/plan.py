@@ -142,7 +142,8 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         "BATCH_SIZE": str(request.batch_size),
         "MPI_GPUS": str(mpi_gpus),
         "EPOCHS": str(request.epochs),
-        "WARMUP_EPOCHS": str(request.warmup_epochs),
+        # auto: the trainer scales the warmup with the global batch (its schedule.recipe).
+        "WARMUP_EPOCHS": "auto" if request.warmup_epochs is None else str(request.warmup_epochs),
         "LR_DECAY_MODE": request.lr_decay_mode,
         "EXTRA_MPI_PARAMS": request.extra_mpi_params,
         # mpirun from the main node, or torchrun on every node (elastic).

@@ -211,9 +211,12 @@ class TrainingRunRequest(_Strict):
         "object is a record when objects average 4 MiB or less, else ~110 KB a record.")
     epochs: JsonInteger = Field(default=90, ge=1, le=10_000,
                                 description="Epochs to train; more than warmup_epochs.")
-    warmup_epochs: JsonInteger = Field(
-        default=10, ge=0, le=10_000,
-        description="Epochs of linear learning-rate warmup; fewer than epochs.")
+    warmup_epochs: Annotated[
+        int, Field(ge=0, le=10_000), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Epochs of learning-rate warmup; fewer than epochs. By default the "
+        "trainer's rule for the global batch: none up to 256 images, 5 epochs below 32,768, "
+        "25 from there (published large-batch recipes), at most half the epochs.")
     lr_decay_mode: Literal["poly", "cosine", "step", "linear"] = "poly"
     extra_mpi_params: str = Field(
         default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096,
@@ -262,7 +265,7 @@ class TrainingRunRequest(_Strict):
     @model_validator(mode="after")
     def _fields_agree(self) -> Self:
         problems = []
-        if self.warmup_epochs >= self.epochs:
+        if self.warmup_epochs is not None and self.warmup_epochs >= self.epochs:
             problems.append(
                 f"warmup_epochs ({self.warmup_epochs}) must be less than epochs ({self.epochs})")
         if self.min_nodes is not None and self.min_nodes > self.nodes:

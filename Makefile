@@ -80,7 +80,7 @@ $(NOTEBOOK_VENV)/.installed: pyproject.toml $(NOTEBOOK_CONSTRAINTS)
 # Open MPI 4.1, the major version of the node image's (Debian's openmpi-bin), unless one is here,
 # with its mpicc and headers (libopenmpi-dev), which the trainer venv's mpi4py is built with.
 openmpi:
-	@command -v mpirun >/dev/null && echo '#include <mpi.h>' | mpicc -E - >/dev/null 2>&1 || { \
+	@command -v mpirun >/dev/null && echo '#include <mpi.h>' | mpicc -x c -E - >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
 			-y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null; }

@@ -24,9 +24,9 @@ GPUS_PER_HOST = {
     "ml.g5.12xlarge": 4,
 }
 # Only what the trainer's NCCL reads (no HOROVOD_* setting: nothing in the image reads one).
-CUSTOM_MPI_OPTIONS = (
-    "-mca btl_vader_single_copy_mechanism none -x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
-)
+# No MCA parameter the toolkit's own mpirun line sets (btl_vader_single_copy_mechanism, ...):
+# Open MPI refuses to start when one is named twice.
+CUSTOM_MPI_OPTIONS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 # No warmup_epochs: the trainer scales the warmup with the global batch unless a campaign says.
 DEFAULT_HYPERPARAMETERS = {"num_epochs": "90", "batch_size": "256", "lr_decay_mode": "poly"}
 # The image's script (containers/sagemaker/traingrid_train.py, in /opt/ml/code).

@@ -25,7 +25,8 @@ DEFAULT_BIND_ADDRESS = "0.0.0.0"
 FORWARDED_VARIABLES = ("JOB_DIR", "OUTPUT_DIR", "SCRATCH_DIR", "EPOCHS", "BATCH_SIZE",
                        "WARMUP_EPOCHS", "LR_DECAY_MODE", "TRAINGRID_RUN",
                        "TRAINGRID_EXPORT_DIR", "TRAINGRID_LFS",
-                       "TRAINGRID_MAIN_ADDRESS", "PYTHONPATH")
+                       "TRAINGRID_MAIN_ADDRESS", "PYTHONPATH", "TRAINGRID_PREFLIGHT",
+                       "TRAINGRID_PREFLIGHT_SLOW_RANK")
 # ...and the fabric's settings (EFA's libfabric, NCCL).
 FORWARDED_PREFIXES = ("FI_", "NCCL_")
 DEFAULT_HOSTFILE = "/tmp/traingrid/hostfile"

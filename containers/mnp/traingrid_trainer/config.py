@@ -43,6 +43,7 @@ class TrainConfig:
     input_pipeline: str = "auto"  # auto, cpu, gpu or legacy (data.py)
     benchmark_input: bool = False  # measure the input pipeline instead of training
     benchmark_seconds: float = 10.0
+    preflight: bool = False  # measure every rank before training (preflight.py)
 
 
 # SageMaker (script mode) says where things are in its own variables: the train channel's
@@ -146,6 +147,11 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                    default=10.0)
     p.add_argument("--fail_rank", "--fail-rank", type=_non_negative, default=None,
                    help="fault injection: this rank exits 3 after the all-reduce check")
+    p.add_argument("--preflight", action=argparse.BooleanOptionalAction,
+                   default=bool(env.get("TRAINGRID_PREFLIGHT", "").strip()),
+                   help="measure every rank (all-reduce, training rate, reads) before "
+                        "training and exit 75 naming a node far below the others; on when "
+                        "the job sets TRAINGRID_PREFLIGHT (its thresholds, JSON)")
     p.add_argument("--clear_log", "--clear-log", action="store_true",
                    help="accepted for the reference command line; no effect")
     return p
@@ -171,5 +177,5 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
         train_images=args.train_images, log_every=args.log_every,
         loader_workers=args.loader_workers, fail_rank=args.fail_rank,
         input_pipeline=args.input_pipeline, benchmark_input=args.benchmark_input,
-        benchmark_seconds=args.benchmark_seconds,
+        benchmark_seconds=args.benchmark_seconds, preflight=args.preflight,
         checkpoint_dir=checkpoints)

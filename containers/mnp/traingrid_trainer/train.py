@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from traingrid_node.config import ExportConfig, export_config
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
-from traingrid_trainer import checkpoint, data
+from traingrid_trainer import checkpoint, data, preflight
 from traingrid_trainer.bench import benchmark_input
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50
@@ -139,6 +139,18 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     if cfg.fail_rank == world.rank:
         log(world, f"failing as asked (--fail_rank {world.rank})", every_rank=True)
         return EXIT_FAILED_RANK
+    if cfg.preflight:
+        outcome = preflight.run(
+            rank=world.rank, size=world.size, main_address=world.main_address,
+            port=world.port, device=device, batch_size=cfg.batch_size,
+            image_size=cfg.image_size, data_dir=None if cfg.synthetic else cfg.data_dir,
+            output_dir=cfg.output_dir if world.is_main else None,
+            thresholds=preflight.Thresholds.from_env(os.environ),
+            log=lambda line: log(world, line))
+        if not outcome.passed:
+            log(world, f"error: {outcome.cause}; exiting {preflight.EXIT_PREFLIGHT} before "
+                       "the long run", every_rank=world.is_main)
+            return preflight.EXIT_PREFLIGHT
     torch.manual_seed(0)  # the same initial weights on every rank
     model = resnet50().to(device)
     global_batch = cfg.batch_size * world.size

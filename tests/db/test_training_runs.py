@@ -68,3 +68,32 @@ def test_missing_names_the_executions_without_a_record_in_order(migrated_url):
 def test_a_status_step_functions_does_not_have_is_refused(migrated_url):
     with pytest.raises(IntegrityError), transaction(migrated_url) as session:
         TrainingRunRepository(session).record(outcome("resnet-1", "RUNNING"))
+
+
+def test_a_runs_cost_receipt_is_kept_exactly_and_summed_over_a_period(migrated_url):
+    from traingrid.training.records import run_cost
+
+    state = {"plan": {"job": {"instance_type": "p3.16xlarge", "attempts": [
+        {"attempt": 1, "nodes": 4, "reason": "first attempt", "job_id": "job-1",
+         "outcome": "node lost", "ran_s": 1800},
+        {"attempt": 2, "nodes": 4, "reason": "node lost"}]},
+        "file_system": {"storage_capacity_gib": 1200,
+                        "lustre_configuration": {"DeploymentType": "SCRATCH_2"}}},
+        "file_system": {"id": "fs-1", "hydrate_s": 600},
+        "job": {"id": "job-2", "status": "SUCCEEDED", "running_s": 3600}}
+    cost = run_cost(state)
+    with transaction(migrated_url) as session:
+        runs = TrainingRunRepository(session)
+        runs.record(outcome("resnet-1", cost=cost, cost_usd=cost["actual"]["total"]))
+        runs.record(outcome("resnet-2", started_at=T0 + timedelta(days=2)))
+    with transaction(migrated_url) as session:
+        runs = TrainingRunRepository(session)
+        row = runs.get(f"{MACHINE}:resnet-1")
+        assert row.cost == cost  # the JSON comes back as written
+        # 4 nodes × (0.5 h + 1 h) at $24.48, and the file system's share: exact to 1e-6.
+        assert row.cost_usd == Decimal(str(cost["actual"]["total"]))
+        assert row.cost["actual"]["compute"] == 146.88
+        listed = runs.costs(since=T0, until=T0 + timedelta(days=1))
+        assert [r["name"] for r in listed] == ["resnet-1"]
+        assert listed[0]["actual"] == cost["actual"]
+        assert [r["cost_usd"] for r in runs.costs(since=T0 + timedelta(days=1))] == [None]

@@ -219,6 +219,10 @@ class TrainingRunRecord(Base):
     retained_file_system: Mapped[str | None] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(String(128))
     failure_cause: Mapped[str | None] = mapped_column(Text)
+    # What it cost (costs.receipt: estimate, actual by part, lines with their sources) and its
+    # actual total, for sums over a period; None where it was recorded without one.
+    cost: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    cost_usd: Mapped[Decimal | None] = mapped_column(MONEY)
     # "run" (its last step) or "janitor".
     recorded_by: Mapped[str] = mapped_column(String(16))
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime, default=clock.now)

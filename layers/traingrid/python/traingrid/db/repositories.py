@@ -376,6 +376,20 @@ class TrainingRunRepository:
             raise RecordNotFound(f"no training run for execution {execution_arn}")
         return row
 
+    def costs(self, since: datetime | None = None, until: datetime | None = None
+              ) -> list[dict[str, Any]]:
+        """Every run started in [since, until) with its recorded cost, oldest first."""
+        query = select(TrainingRunRecord).order_by(TrainingRunRecord.started_at)
+        if since is not None:
+            query = query.where(TrainingRunRecord.started_at >= since)
+        if until is not None:
+            query = query.where(TrainingRunRecord.started_at < until)
+        return [{"name": row.name, "status": row.status, "started_at": _iso(row.started_at),
+                 "dataset": row.dataset, "instance_type": row.instance_type,
+                 "cost_usd": row.cost_usd, "actual": (row.cost or {}).get("actual"),
+                 "estimated_max_usd": row.estimated_max_usd}
+                for row in self.session.scalars(query)]
+
     def missing(self, execution_arns: Sequence[str]) -> list[str]:
         """Those of ``execution_arns`` that have no record, in the order given."""
         found = set(self.session.scalars(

@@ -6,10 +6,12 @@ Pure functions of what Step Functions returns, so they are tested without AWS.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from traingrid import clock
+from traingrid.costs import receipt
 from traingrid.runs.timeline import by_state, timeline, visits
 from traingrid.training.plan import archive_prefix
 
@@ -131,6 +133,23 @@ def estimate(pipeline: str, output: Any, plan: dict[str, Any]) -> dict[str, Any]
             "estimated_usd": round(sum(j.get("estimated_usd", 0) for j in planned), 2)}
 
 
+def _real_seconds(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds()
+
+
+def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
+         estimated: dict[str, Any] | None,
+         seconds: Callable[[datetime, datetime], float] = _real_seconds) -> dict[str, Any]:
+    """What the run has cost so far (``costs.receipt``), beside its estimate."""
+    running = description["status"] == "RUNNING"
+    ended = description.get("stopDate") or clock.service_now()
+    if pipeline == TRAINING_RUN:
+        usage = receipt.from_history(events, ended, running, seconds)
+    else:
+        usage = receipt.fanout_usage(events, _json(description.get("output")), running)
+    return receipt.receipt(usage, estimated)
+
+
 def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
              data_bucket: str) -> dict[str, Any]:
     """Everything about one run: status, where it is, how long each state took, why it failed
@@ -152,6 +171,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "by_state": by_state(found, description["status"]),
         "estimate": estimate(pipeline, output, plan),
     }
+    view["cost"] = cost(pipeline, description, events, view["estimate"])
     if pipeline == CAMPAIGN_FANOUT:
         view["jobs"] = region_jobs(output, events, plan.get("jobs", []))
     if earlier:

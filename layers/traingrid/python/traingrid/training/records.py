@@ -3,10 +3,12 @@ function that runs it loads SQLAlchemy."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from traingrid import clock
 from traingrid.aws.secrets import connection_url
+from traingrid.costs import receipt
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
 from traingrid.observability import logger, metrics
@@ -19,9 +21,28 @@ def record_run(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, A
     now = clock.now()
     outcome = from_state(event["state"], event["status"], event["execution_arn"],
                          clock.parse(event.get("started_at")) or now, now)
+    cost = run_cost(event["state"])
+    outcome |= {"cost": cost, "cost_usd": cost["actual"]["total"]}
     with transaction(connection_url(settings)) as session:
         recorded = as_dict(TrainingRunRepository(session).record(outcome))
     logger.info(f"run {recorded['name']} recorded {recorded['status']}",
                 extra={"training_run": recorded})
     metrics.add_metric(name=f"TrainingRuns{outcome['status'].title()}", unit="Count", value=1)
     return recorded
+
+
+def run_cost(state: dict[str, Any]) -> dict[str, Any]:
+    """The run's receipt as its last step sees it: no execution history here (the function
+    reaches only the database), so its file system's time is the part the run measured
+    (hydration and each attempt's Batch time), and its state transitions are left to
+    GET /runs/{name}, which counts them."""
+    usage = receipt.from_state(state, 0.0, "")
+    if usage.file_system is not None:
+        hydrate = (state.get("file_system") or {}).get("hydrate_s") or 0
+        measured = hydrate + sum(a.seconds for a in usage.attempts)
+        usage.file_system = replace(
+            usage.file_system, seconds=float(measured),
+            source="hydration + the attempts' Batch time (at least its lifetime)")
+    usage.orchestration_source = "not counted by the record step: GET /runs/{name} counts it"
+    estimate = (state.get("plan") or {}).get("estimate")
+    return receipt.receipt(usage, estimate if isinstance(estimate, dict) else None)

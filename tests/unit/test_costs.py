@@ -1,0 +1,144 @@
+"""A run's cost receipt: the arithmetic, where each figure comes from, and that the parts add
+up to the total, from a run's state and from its execution's history."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from traingrid.costs import prices, receipt
+from traingrid.training.records import run_cost
+
+T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+def plan(attempts, instance_type="p3.16xlarge"):
+    return {
+        "job": {"instance_type": instance_type, "nodes": 20, "attempts": attempts},
+        "file_system": {"storage_capacity_gib": 1200,
+                        "lustre_configuration": {"DeploymentType": "SCRATCH_2"}},
+        "estimate": {"usd_per_hour": 491.21, "max_usd": 35367.12},
+    }
+
+
+# node-lost: the first job lost its host after 20 minutes; the second trained 6 hours.
+NODE_LOST = [
+    {"attempt": 1, "nodes": 20, "reason": "first attempt", "resumed_from": None,
+     "job_id": "job-1", "outcome": "node lost: Host EC2 (instance i-1) terminated.",
+     "ran_s": 1200},
+    {"attempt": 2, "nodes": 20, "reason": "node lost", "resumed_from": "/fsx/epoch-0001.pt"},
+]
+ENDED_JOB = {"id": "job-2", "status": "SUCCEEDED", "started": True, "running_s": 21600}
+
+
+def assert_adds_up(cost):
+    actual = cost["actual"]
+    assert round(sum(actual[p] for p in receipt.PARTS), 6) == actual["total"]
+    for part in receipt.PARTS:
+        assert round(sum(line["amount"] for line in cost["lines"] if line["part"] == part),
+                     6) == actual[part]
+    assert all(line["source"] for line in cost["lines"])
+
+
+def test_every_attempt_node_hours_and_the_file_system_are_priced():
+    usage = receipt.Usage(
+        instance_type="p3.16xlarge",
+        attempts=receipt.attempts_used(plan(NODE_LOST)["job"], ENDED_JOB),
+        file_system=receipt.FileSystemUse("fs-1", "SCRATCH_2", None, 1200, 7 * 3600, "test"),
+        transitions=120, lambda_invocations=20)
+    cost = receipt.receipt(usage, {"max_usd": 1.0})
+    compute = [line for line in cost["lines"] if line["part"] == "compute"]
+    # 20 nodes × 1,200 s and 20 × 21,600 s at $24.48 a node-hour.
+    assert [line["amount"] for line in compute] == [163.2, 2937.6]
+    assert "job-1" in compute[0]["item"] and "Batch" in compute[0]["source"]
+    assert cost["actual"]["compute"] == 3100.8
+    # 1,200 GiB × 7 h at $0.140/GB-month over 730 h.
+    assert cost["actual"]["file_system"] == round(1200 * 7 * 0.140 / 730, 6)
+    assert cost["actual"]["orchestration"] == round(120 * 0.025 / 1000, 6) + round(
+        20 * prices.LAMBDA_INVOCATION.usd, 6)
+    assert cost["actual"]["staging"] == 0
+    assert cost["prices_version"] == prices.VERSION and cost["currency"] == "USD"
+    assert cost["estimate"] == {"max_usd": 1.0}
+    assert_adds_up(cost)
+
+
+def test_a_job_already_closed_in_the_attempts_is_not_counted_twice():
+    # Between NextAttempt and the resubmission the state's job is still the failed one.
+    failed = {"id": "job-1", "status": "FAILED", "running_s": 1200}
+    used = receipt.attempts_used(plan(NODE_LOST)["job"], failed)
+    assert [(a.attempt, a.seconds) for a in used] == [(1, 1200)]
+
+
+def test_a_running_job_counts_so_far():
+    running = {"id": "job-2", "status": "RUNNING", "running_s": 600}
+    used = receipt.attempts_used(plan(NODE_LOST)["job"], running)
+    assert used[-1] == receipt.AttemptUse(2, 20, 600, "job-2", running=True)
+    cost = receipt.receipt(receipt.Usage("p3.16xlarge", used), None)
+    assert "so far" in cost["lines"][-3]["item"]
+
+
+def test_a_figure_without_a_price_says_so_and_adds_nothing():
+    usage = receipt.Usage(instance_type="x9.huge",
+                          attempts=[receipt.AttemptUse(1, 2, 3600, "job-1")])
+    cost = receipt.receipt(usage, None)
+    assert cost["actual"]["total"] == 0
+    assert "no price for 'x9.huge'" in cost["lines"][0]["source"]
+    assert cost["lines"][1]["quantity"] is None  # transitions not counted: said where
+    assert_adds_up(cost)
+
+
+def test_persistent_file_systems_are_priced_at_their_throughput():
+    assert prices.file_system_gb_hour("PERSISTENT_1", 200).usd == pytest.approx(0.290 / 730)
+    assert prices.file_system_gb_hour("PERSISTENT_1", 75) is None
+    assert "SCRATCH_2" in prices.file_system_gb_hour("SCRATCH_2", None).source
+
+
+def event(kind, at, name, **details):
+    key = "stateEnteredEventDetails" if kind.endswith("Entered") else "stateExitedEventDetails"
+    payload = {"name": name, **{k: json.dumps(v) for k, v in details.items()}}
+    return {"type": kind, "timestamp": T0 + timedelta(seconds=at), key: payload}
+
+
+def history(deleted=True):
+    state = {"plan": plan(NODE_LOST), "file_system": {"id": "fs-1", "hydrate_s": 300},
+             "job": ENDED_JOB}
+    events = [
+        event("TaskStateEntered", 0, "Plan", input={}),
+        event("TaskStateEntered", 10, "CreateFileSystem", input={}),
+        {"type": "TaskScheduled", "timestamp": T0,
+         "taskScheduledEventDetails": {"resourceType": "lambda"}},
+        {"type": "LambdaFunctionScheduled", "timestamp": T0},
+        event("TaskStateEntered", 3600, "DeleteFileSystem", input=state),
+    ]
+    if deleted:
+        events.append(event("TaskStateExited", 7210, "DeleteFileSystem", output=state))
+    return events
+
+
+def test_from_history_measures_the_file_system_and_counts_the_orchestration():
+    usage = receipt.from_history(history(), T0 + timedelta(hours=3), False,
+                                 lambda a, b: (b - a).total_seconds())
+    assert usage.file_system.seconds == 7200  # created → deleted
+    assert usage.transitions == 3 and usage.lambda_invocations == 2
+    assert [a.seconds for a in usage.attempts] == [1200, 21600]
+    kept = receipt.from_history(history(deleted=False), T0 + timedelta(hours=3), False,
+                                lambda a, b: (b - a).total_seconds())
+    assert kept.file_system.seconds == 3 * 3600 - 10
+    assert "not deleted by the run" in kept.file_system.source
+
+
+def test_the_record_step_prices_what_the_state_measured():
+    state = {"plan": plan(NODE_LOST), "file_system": {"id": "fs-1", "hydrate_s": 300},
+             "job": ENDED_JOB}
+    cost = run_cost(state)
+    assert cost["actual"]["compute"] == 3100.8
+    fs = next(line for line in cost["lines"] if line["part"] == "file_system")
+    assert fs["quantity"] == round(1200 * (300 + 1200 + 21600) / 3600, 6)
+    assert cost["estimate"]["max_usd"] == 35367.12
+    assert_adds_up(cost)
+    # A run that failed before its file system existed costs nothing and says why.
+    early = run_cost({"plan": plan([{"attempt": 1, "nodes": 20, "reason": "first attempt"}])})
+    assert early["actual"]["total"] == 0
+    assert_adds_up(early)

@@ -142,7 +142,7 @@ def test_campaigns_and_tick_fire_the_schedule_once(traingrid):
     assert first.exit_code == again.exit_code == 0, first.output + again.output
     assert "started av-drive-2026-11-20261123T0200-" in first.stdout
     assert "already started av-drive-2026-11-20261123T0200-" in again.stdout
-    assert "janitor: rate(15 minutes) fired for" in again.stdout  # every job, by default
+    assert "janitor: rate(5 minutes) fired for" in again.stdout  # every job, by default
     janitor = traingrid("tick", "janitor")
     assert janitor.exit_code == 0 and "started" not in janitor.stdout
     unknown = traingrid("tick", "sweeper")

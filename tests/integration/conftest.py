@@ -83,8 +83,11 @@ def emulated(monkeypatch, tmp_path):
         deployment.close()
 
 
-def finish(emulator: Emulator, deployment: Deployment, machine: str) -> Outcome:
-    arns = wait_for_runs(emulator, [deployment.stack.outputs[machine]], 120, None)
+def finish(emulator: Emulator, deployment: Deployment, machine: str,
+           janitor: bool = False) -> Outcome:
+    """Follow the runs to their end; with ``janitor``, its schedule fires meanwhile."""
+    arns = wait_for_runs(emulator, [deployment.stack.outputs[machine]], 120, None,
+                         deployment if janitor else None)
     return Outcome(report.build(emulator, deployment, arns), deployment, emulator,
                    dict(lambda_inprocess.CALLS))
 
@@ -94,14 +97,14 @@ def run_scenario(emulated):
     """A TrainingRun from a manifest upload."""
 
     def run(scenario: str = "happy", manifest: Any = None, uploads: int = 1,
-            key: str = DEFAULT_KEY, speed: float = SPEED) -> Outcome:
+            key: str = DEFAULT_KEY, speed: float = SPEED, janitor: bool = False) -> Outcome:
         emulator, deployment = emulated(scenario, speed=speed)
         upload_sample_dataset(emulator)
         body = manifest_body(SCENARIOS[scenario], None if manifest is None
                              else json.dumps(manifest).encode())
         for _ in range(uploads):
             emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=key, Body=body)
-        return finish(emulator, deployment, "TrainingRunStateMachineArn")
+        return finish(emulator, deployment, "TrainingRunStateMachineArn", janitor)
 
     return run
 

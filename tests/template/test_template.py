@@ -357,7 +357,7 @@ def test_the_janitor_runs_on_a_schedule_and_when_a_run_ends_uncleanly(template, 
     function = template["Resources"]["JanitorFunction"]["Properties"]
     events = function["Events"]
     assert events["Sweep"]["Properties"]["Schedule"] == {"Ref": "JanitorSchedule"}
-    assert template["Parameters"]["JanitorSchedule"]["Default"] == "rate(15 minutes)"
+    assert template["Parameters"]["JanitorSchedule"]["Default"] == "rate(5 minutes)"
     pattern = events["ExecutionEnded"]["Properties"]["Pattern"]
     assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
     assert set(pattern["detail"]["status"]) == {"ABORTED", "TIMED_OUT", "FAILED"}
@@ -368,6 +368,10 @@ def test_the_janitor_runs_on_a_schedule_and_when_a_run_ends_uncleanly(template, 
     assert "ReservedConcurrentExecutions" not in function
     assert function["Environment"]["Variables"]["JANITOR_LEASE_TABLE"] == {
         "Ref": "JanitorLeaseTable"}
+    # Every pass wakes the training waits whose job ended without its event, so the waits'
+    # own timeout (their fallback check) can be a day.
+    assert function["Environment"]["Variables"]["JOB_TOKENS_TABLE"] == {"Ref": "JobTokensTable"}
+    assert template["Parameters"]["JobEventFallbackSeconds"]["Default"] == 86400
 
 
 def test_the_janitor_may_delete_and_stop_only_what_this_stacks_runs_tagged(translated):

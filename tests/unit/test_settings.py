@@ -17,7 +17,7 @@ def test_variables_are_read_as_their_fields_types_with_defaults():
     read = CompletionSettings.from_env({"JOB_TOKENS_TABLE": "tokens",
                                         "JOB_EVENT_FALLBACK_SECONDS": "900"})
     assert (read.job_tokens_table, read.fallback_s) == ("tokens", 900)
-    assert CompletionSettings.from_env({"JOB_TOKENS_TABLE": "t"}).fallback_s == 2700
+    assert CompletionSettings.from_env({"JOB_TOKENS_TABLE": "t"}).fallback_s == 24 * 3600
     launch = LaunchSettings.from_env({"SAGEMAKER_ROLE_ARN": "r",
                                       "TRAINING_IMAGE_REPOSITORY": "i", "MANAGED_SPOT": "true"})
     assert launch.managed_spot is True

@@ -147,7 +147,7 @@ class CompletionSettings(EnvSettings):
     without an event before the job is checked anyway."""
 
     job_tokens_table: str = env("JOB_TOKENS_TABLE")
-    fallback_s: int = env("JOB_EVENT_FALLBACK_SECONDS", default=2700, ge=30, le=24 * 3600)
+    fallback_s: int = env("JOB_EVENT_FALLBACK_SECONDS", default=24 * 3600, ge=30, le=24 * 3600)
 
 
 @_settings
@@ -191,6 +191,11 @@ class JanitorSettings(DatabaseSettings):
     training_job_queue: str = env("TRAINING_JOB_QUEUE")
     # The table of the lease that keeps passes from overlapping; unset: no lease taken.
     janitor_lease_table: str | None = env("JANITOR_LEASE_TABLE", default=None)
+    # Where training waits park their tokens (each pass wakes those whose job has ended), and
+    # the waits' own timeout (the state a woken wait carries on with); unset: not reconciled.
+    job_tokens_table: str | None = env("JOB_TOKENS_TABLE", default=None)
+    job_event_fallback_s: int = env("JOB_EVENT_FALLBACK_SECONDS", default=24 * 3600, ge=30,
+                                    le=24 * 3600)
 
     @property
     def state_machines(self) -> tuple[str, str]:

@@ -43,7 +43,21 @@ def parked(table: str, job_id: str) -> ParkedWait | None:
         ).get("Item")
     if item is None:
         return None
-    return ParkedWait(job_id, item["token"]["S"], json.loads(item["context"]["S"]))
+    return _wait(item)
+
+
+def all_parked(table: str) -> list[ParkedWait]:
+    """Every wait parked now (a few per running job: the table holds only live waits)."""
+    found: list[ParkedWait] = []
+    with translated("DynamoDB", "Scan"):
+        for page in client("dynamodb").get_paginator("scan").paginate(
+                TableName=table, ConsistentRead=True):
+            found += [_wait(item) for item in page["Items"]]
+    return found
+
+
+def _wait(item: dict[str, Any]) -> ParkedWait:
+    return ParkedWait(item["job_id"]["S"], item["token"]["S"], json.loads(item["context"]["S"]))
 
 
 def forget(table: str, job_id: str, token: str) -> None:

@@ -1,7 +1,7 @@
 """One pass of the janitor: find TrainGrid's FSx file systems, Batch jobs and SageMaker
 training jobs (``inventory``), release those whose execution has ended (``decide``,
-``release``), and record the outcome of runs whose execution ended without recording it
-(``reconcile``).
+``release``), record the outcome of runs whose execution ended without recording it
+(``reconcile``), and wake the training waits whose job ended without its event (``waits``).
 
 It runs on a schedule, and at once when an execution of this stack ends ABORTED, TIMED_OUT or
 FAILED (Step Functions cannot catch a StopExecution, so no state of the run itself cleans up
@@ -27,6 +27,7 @@ from traingrid.janitor.decide import FILE_SYSTEM, PENDING, RELEASING, RUNNING, A
 from traingrid.janitor.inventory import Inventory
 from traingrid.janitor.reconcile import Reconcile
 from traingrid.janitor.release import act
+from traingrid.janitor.waits import reconcile as reconcile_waits
 from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
 
@@ -73,6 +74,10 @@ def sweep(event: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
 def _pass(trigger: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
     now = clock.now()
     attempts = Attempts()
+    # First, so a run whose job's event was lost moves on (and cleans up) while this pass runs.
+    woken = attempts.attempt("waking the training waits whose job ended", functools.partial(
+        reconcile_waits, settings.job_tokens_table, settings.job_event_fallback_s),
+        []) if settings.job_tokens_table else []
     inventory = Inventory(settings, attempts)
     regions = inventory.regions()
     found = inventory.resources(regions)
@@ -93,7 +98,7 @@ def _pass(trigger: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
     reconcile = Reconcile(inventory, decisions, now)
     outcome = {
         "trigger": trigger, "swept_at": clock.iso(now), "regions": regions,
-        "released": released,
+        "released": released, "waits_woken": woken,
         "waiting": [d.as_dict() for d in decisions if d.action is Action.WAIT],
         "pending": sum(d.action in PENDING for d in decisions),
         "kept": sum(d.action is Action.KEEP for d in decisions),

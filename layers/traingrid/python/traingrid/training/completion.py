@@ -3,11 +3,12 @@
 After submitting the job the state machine waits on a task token (``AwaitTrainingJob``, a
 ``lambda:invoke.waitForTaskToken`` task). The token is parked under the job's id. A Batch
 "Job State Change" event wakes the wait (:func:`job_changed`); so does the wait's own timeout,
-after which the state machine enters ``AwaitTrainingJob`` again (:func:`await_job`), so a lost
-event costs at most one timeout. Either way the job is described — events are hints,
-DescribeJobs is the truth — and the wait is completed only when the job is done, was just
-terminated, or the wait's timeout must change (a limit is near). Otherwise it stays parked and
-costs no state transition.
+after which the state machine enters ``AwaitTrainingJob`` again (:func:`await_job`); so does
+the janitor's next pass when the job has ended (``janitor/waits.py``), so a lost event costs at
+most one janitor interval and the timeout can be long. Either way the job is described —
+events are hints, DescribeJobs is the truth — and the wait is completed only when the job is
+done, was just terminated, or the wait's timeout must change (a limit is near). Otherwise it
+stays parked and costs no state transition.
 """
 
 from __future__ import annotations
@@ -46,20 +47,33 @@ def job_changed(job_id: str, status: str, settings: CompletionSettings) -> dict[
 
 
 def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, Any]:
-    state = waits.JobState.of(wait.context["job"])
-    plan_job, limits = wait.context["plan_job"], wait.context["limits"]
-    current_wait_s = state.wait_s
-    description = batch.describe_job(state.id)
-    now_ms = int(clock.now().timestamp() * 1000)
-    terminate = waits.check_training_job(state, description, plan_job, limits, now_ms)
+    state, terminate = assess(wait, batch.describe_job(wait.job_id), settings.fallback_s)
     if terminate:
         batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
         state.terminated = True
-    state.wait_s = waits.next_wait(state, limits, settings.fallback_s)
-    if not (state.done or terminate or state.wait_s != current_wait_s):
+        state.wait_s = waits.next_wait(state, wait.context["limits"], settings.fallback_s)
+    if not (state.done or terminate or state.wait_s != wait.context["job"].get("wait_s", 0)):
         return {"outcome": "waiting", "job": state.as_output()}
+    return wake(wait, state, settings.job_tokens_table)
+
+
+def assess(wait: ParkedWait, description: dict[str, Any],
+           fallback_s: int) -> tuple[waits.JobState, bool]:
+    """The wait's next state from the job's description, and whether the job must be
+    terminated: the one decision behind every wake-up (an event, a timeout, a reconcile)."""
+    state = waits.JobState.of(wait.context["job"])
+    plan_job, limits = wait.context["plan_job"], wait.context["limits"]
+    now_ms = int(clock.now().timestamp() * 1000)
+    terminate = waits.check_training_job(state, description, plan_job, limits, now_ms)
+    state.wait_s = waits.next_wait(state, limits, fallback_s)
+    return state, terminate
+
+
+def wake(wait: ParkedWait, state: waits.JobState, table: str) -> dict[str, Any]:
+    """Complete the wait with the job's state and forget it; a token already completed (the
+    event and a reconcile both saw the end, or the wait timed out) is left quietly."""
     completed = stepfunctions.complete_task(wait.token, state.as_output())
-    task_tokens.forget(settings.job_tokens_table, state.id, wait.token)
+    task_tokens.forget(table, state.id, wait.token)
     outcome = "completed" if completed else "stale-token"
     logger.info(f"training wait {outcome}: job {state.id} is {state.status}",
                 extra={"job": state.as_output()})

@@ -74,13 +74,13 @@ def _print_report(result: dict[str, Any]) -> None:
                 f"{result['scenario']} · clock ×{result['clock_speed']:g}")
     table = Table(show_lines=False)
     for column in ("execution", "state machine", "status", "simulated", "transitions",
-                   "history events", "recorded"):
+                   "history events", "recorded", "cost"):
         table.add_column(column)
     for e in result["executions"]:
         style = "green" if e["status"] == "SUCCEEDED" else "red"
         table.add_row(e["name"], e["state_machine"], f"[{style}]{e['status']}[/]",
                       _duration(e["simulated_seconds"]), str(e["state_transitions"]),
-                      str(e["history_events"]), _recorded(e))
+                      str(e["history_events"]), _recorded(e), _cost(e))
     stdout.print(table)
     for e in result["executions"]:
         if e["error"]:
@@ -95,6 +95,11 @@ def _print_report(result: dict[str, Any]) -> None:
     expected = ", ".join(f"{machine} {status}" for machine, status in result["expected"].items())
     verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
     stdout.print(f"Expected {expected}: {verdict} ({result['wall_seconds']:.1f} s wall)")
+
+
+def _cost(execution: dict[str, Any]) -> str:
+    cost = execution.get("cost")
+    return f"${cost['actual']['total']:,.2f}" if cost else "-"
 
 
 def _recorded(execution: dict[str, Any]) -> str:

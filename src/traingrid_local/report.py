@@ -8,8 +8,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
+from traingrid.costs.receipt import latest_state
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
+from traingrid.runs import view
 from traingrid.training.outcome import nodes_used
 from traingrid_local import campaign_demo
 from traingrid_local.emulator import lambda_inprocess
@@ -144,7 +146,18 @@ def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str) -> dic
         "current_state": current_state(events),
         "execution_arn": execution_arn,
         "output": output,
+        "cost": run_cost(emulator, machines.get(described["stateMachineArn"], ""), described,
+                         events, output),
     }
+
+
+def run_cost(emulator: Emulator, pipeline: str, described: dict[str, Any],
+             events: list[dict[str, Any]], output: Any) -> dict[str, Any]:
+    """The run's receipt as GET /runs/{name} gives it, its history's times measured on the
+    simulated clock (Step Functions stamps them in real time)."""
+    plan = latest_state(events).get("plan") or {}
+    return view.cost(pipeline, described, events, view.estimate(pipeline, output, plan),
+                     emulator.simulated_seconds)
 
 
 def _tags(fs: dict[str, Any]) -> dict[str, str]:
@@ -351,7 +364,8 @@ def training_record(database_url: str, execution_arn: str) -> dict[str, Any] | N
         return None if row is None else {
             "status": row.status, "recorded_by": row.recorded_by, "error": row.error,
             "artifacts": row.artifacts, "manifest": row.manifest,
-            "training_s": row.training_s, "ended_at": row.ended_at.isoformat()}
+            "training_s": row.training_s, "ended_at": row.ended_at.isoformat(),
+            "cost_usd": None if row.cost_usd is None else float(row.cost_usd)}
 
 
 def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],

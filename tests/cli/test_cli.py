@@ -29,6 +29,11 @@ def test_demo_json_reports_a_failed_job_with_its_cause_and_nothing_leaked():
     assert execution["state_machine"] == "TrainingRun"
     assert "exited with code 1" in execution["cause"]
     assert execution["state_transitions"] > 0 and execution["history_events"] > 0
+    # The failed job's 20 minutes are on its receipt, whose parts add up to its total.
+    actual = execution["cost"]["actual"]
+    assert actual["compute"] > 0 and actual["file_system"] > 0
+    assert round(sum(actual[part] for part in ("compute", "file_system", "orchestration",
+                                                "staging")), 6) == actual["total"]
     assert report["leaked_resources"] == []
     assert report["ok"] is True
 
@@ -43,6 +48,7 @@ def test_demo_prints_a_readable_report(tmp_path):
     assert "SUCCEEDED" in result.stdout
     assert "Leaked resources: none" in result.stdout
     assert "model/final.pt" in result.stdout
+    assert "cost" in result.stdout and "$" in result.stdout
 
 
 def test_demo_with_a_rejected_manifest_exits_non_zero_with_the_reason(tmp_path):

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from moto.fsx.models import fsx_backends
 
+from traingrid.training.capacity import diagnose
 from traingrid.training.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
 from traingrid.training.catalog import resource_requirements
-from traingrid_local.emulator import batch
+from traingrid_local.emulator import batch, capacity
 from traingrid_local.emulator.batch import fits_a_node
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
@@ -404,3 +405,35 @@ def test_the_trainer_trains_with_the_shared_memory_its_definition_sets(
 
     job, _ = _trainer_job(emulator, setup, "shm-short", 12288, "512")  # 18,816 MiB needed
     assert job["status"] == "FAILED" and job["container"]["exitCode"] == 1
+
+
+def test_a_job_without_capacity_shows_ec2s_error_in_its_compute_environments_scaling_activity(
+    start_emulator: StartEmulator,
+) -> None:
+    """What AWS says within a minute or two of a job queued without capacity: the group of the
+    queue's compute environment fails to launch with EC2's message (diagnosed by the run)."""
+    emulator = start_emulator(speed=20, faults={"stuck-runnable"})
+    setup = create_batch(emulator)
+    job_id = _submit(emulator, setup)
+    autoscaling = emulator.client("autoscaling")
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE",
+               what="the job to be runnable")
+    assert autoscaling.describe_scaling_activities()["Activities"] == []  # EC2 not answered yet
+
+    CLOCK.sleep(capacity.ACTIVITY_AFTER_S + 5)
+    (activity,) = autoscaling.describe_scaling_activities()["Activities"]
+    (environment,) = emulator.client("batch").describe_compute_environments()[
+        "computeEnvironments"]
+    assert activity["AutoScalingGroupName"].startswith(
+        f"{environment['computeEnvironmentName']}-asg-")
+    assert activity["StatusCode"] == "Failed"
+    shortage = diagnose(describe_job(emulator, job_id), [environment], [activity])
+    assert shortage is not None and shortage.code == "InsufficientInstanceCapacity"
+
+
+def test_a_job_that_gets_its_nodes_leaves_no_failed_activity(start_emulator: StartEmulator) -> None:
+    emulator = start_emulator()
+    job_id = _submit(emulator, create_batch(emulator))
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNING",
+               what="the job to run")
+    assert emulator.client("autoscaling").describe_scaling_activities()["Activities"] == []

@@ -153,20 +153,28 @@ def test_a_node_lost_on_every_attempt_fails_the_run_after_max_attempts(run_scena
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
 
+def decided_within_minutes(batch, summary: dict) -> float:
+    """Simulated minutes from a terminated job's submission to its end (Batch's stamps)."""
+    (job,) = batch.describe_jobs(jobs=[summary["jobId"]])["jobs"]
+    return (job["stoppedAt"] - job["createdAt"]) / 60_000
+
+
 def test_a_run_without_capacity_for_its_nodes_shrinks_and_trains_on_what_it_gets(run_scenario):
     outcome = run_scenario("capacity-shrink")
     execution = outcome.execution
     assert execution["status"] == "SUCCEEDED", execution["cause"]
     assert [a["nodes"] for a in execution["attempts"]] == [20, 10, 5]
-    # Waited past the 30-minute runnable limit, then was terminated and resubmitted.
-    assert re.fullmatch(r"no capacity: waited 3[01] min in the queue on 20 nodes; shrunk to 10",
-                        execution["attempts"][1]["reason"])
+    # EC2's InsufficientInstanceCapacity, in the compute environment's scaling activities,
+    # ended each wait within minutes, not at the 30-minute runnable limit.
+    assert re.fullmatch(r"no capacity \(InsufficientInstanceCapacity\): waited [1-5] min in "
+                        r"the queue on 20 nodes; shrunk to 10", execution["attempts"][1]["reason"])
     assert (execution["nodes_requested"], execution["nodes_used"]) == (20, 5)
     assert (execution["output"]["nodes"], execution["output"]["mpi_gpus"]) == (5, 40)
     batch = outcome.emulator.client("batch")
     queue = outcome.stack.outputs["TrainingJobQueueArn"]
     stopped = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
     assert len(stopped) == 2  # the two jobs that never got capacity, terminated
+    assert all(decided_within_minutes(batch, job) <= 5 for job in stopped)
     (trained,) = batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
     (described,) = batch.describe_jobs(jobs=[trained["jobId"]])["jobs"]
     assert described["nodeProperties"]["numNodes"] == 5
@@ -198,6 +206,11 @@ def test_job_stuck_in_runnable_is_terminated_with_a_diagnosis(run_scenario):
     batch = outcome.emulator.client("batch")
     (job,) = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
     assert job["jobName"] == execution["name"]
+    # AWS's own message names the type; the run decided in minutes, not at the 30-min limit.
+    assert "AWS reports InsufficientInstanceCapacity (scaling activity of Auto Scaling group " \
+           "TrainingComputeEnvironment" in execution["cause"]
+    assert "We currently do not have sufficient p3.16xlarge capacity" in execution["cause"]
+    assert decided_within_minutes(batch, job) <= 5
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from traingrid.errors import ExportFailed, ExportTimedOut, FileSystemFailed, HydrateTimedOut
 from traingrid.training import waits
+from traingrid.training.capacity import Shortage
 from traingrid.training.waits import JobState, Poll
 
 PLAN_JOB = {"nodes": 20, "instance_type": "p3.16xlarge", "vcpus": 64}
@@ -56,11 +57,12 @@ MINUTE_MS = 60_000
 CREATED = 1_700_000_000_000  # ms, as Batch stamps createdAt
 
 
-def check(state: JobState, status: str, now_min: float, **description) -> bool:
+def check(state: JobState, status: str, now_min: float, shortage: Shortage | None = None,
+          **description) -> bool:
     """Check the job ``now_min`` minutes after it was created."""
     return waits.check_training_job(
         state, {"status": status, "createdAt": CREATED, **description}, PLAN_JOB, LIMITS,
-        CREATED + int(now_min * MINUTE_MS))
+        CREATED + int(now_min * MINUTE_MS), shortage)
 
 
 def test_time_in_the_queue_and_on_the_nodes_comes_from_batch_timestamps():
@@ -121,8 +123,12 @@ def test_succeeded_job_is_done_without_error():
 
 
 @pytest.mark.parametrize(("state", "expected_s"), [
-    # In the queue with the whole runnable limit ahead: the fallback timeout.
-    (job(status="RUNNABLE", waiting_s=0), 900),
+    # Just queued: checked every minute for AWS's word on capacity, then the fallback.
+    (job(status="RUNNABLE", waiting_s=0), waits.CAPACITY_CHECK_S),
+    (job(status="SUBMITTED", waiting_s=0), waits.CAPACITY_CHECK_S),
+    (job(status="RUNNABLE", waiting_s=waits.CAPACITY_WATCH_S - 1), waits.CAPACITY_CHECK_S),
+    (job(status="RUNNABLE", waiting_s=waits.CAPACITY_WATCH_S),
+     LIMITS["runnable_s"] - waits.CAPACITY_WATCH_S + waits.LIMIT_MARGIN_S),
     # The runnable limit comes before the fallback: wake just after it.
     (job(status="RUNNABLE", waiting_s=1200), 600 + waits.LIMIT_MARGIN_S),
     # Training far from its limit: the fallback; near it: just after it.
@@ -138,10 +144,43 @@ def test_the_next_wait_is_the_fallback_or_until_just_past_the_next_limit(state, 
 
 
 def test_a_fallback_as_long_as_the_limit_still_wakes_past_the_limit():
-    state = job(status="RUNNABLE", waiting_s=0)
+    state = job(status="RUNNABLE", waiting_s=waits.CAPACITY_WATCH_S)
     wait = waits.next_wait(state, LIMITS, fallback_s=LIMITS["runnable_s"])
-    assert wait == LIMITS["runnable_s"] + waits.LIMIT_MARGIN_S
-    assert check(state, "RUNNABLE", wait / 60)  # the check at the timeout terminates it
+    assert wait == LIMITS["runnable_s"] - waits.CAPACITY_WATCH_S + waits.LIMIT_MARGIN_S
+    # The check at the timeout terminates it.
+    assert check(state, "RUNNABLE", (waits.CAPACITY_WATCH_S + wait) / 60)
+
+
+NO_P3 = Shortage("InsufficientInstanceCapacity",
+                 "scaling activity of Auto Scaling group ce-asg-1",
+                 "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We "
+                 "currently do not have sufficient p3.16xlarge capacity in the Availability "
+                 "Zone you requested (us-east-1a).")
+
+
+def test_aws_saying_there_is_no_capacity_ends_the_wait_within_minutes():
+    state = job()
+    assert check(state, "RUNNABLE", 2, shortage=NO_P3,
+                 jobQueue="arn:aws:batch:r:1:job-queue/gpu-queue")
+    assert (state.error, state.capacity_code) == ("TrainingJobStuck",
+                                                  "InsufficientInstanceCapacity")
+    assert "No capacity for 20 × p3.16xlarge in job queue gpu-queue: AWS reports " \
+           "InsufficientInstanceCapacity (scaling activity of Auto Scaling group ce-asg-1)" \
+           in state.cause
+    assert "do not have sufficient p3.16xlarge capacity" in state.cause
+    assert "after 2 min in RUNNABLE" in state.cause
+
+
+def test_a_job_on_its_nodes_is_not_stopped_by_an_old_capacity_message():
+    state = job()
+    assert not check(state, "RUNNING", 5, shortage=NO_P3, startedAt=CREATED + MINUTE_MS)
+    assert state.error is None and state.capacity_code is None
+
+
+def test_without_aws_saying_so_a_queued_job_waits_as_before():
+    state = job()
+    assert not check(state, "RUNNABLE", 20, shortage=None)
+    assert state.error is None
 
 
 def test_export_check_is_timed_for_the_predicted_end():

@@ -13,10 +13,11 @@ shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-jo
 job is terminated after some training: the job FAILS with no exit code and only the checkpoints
 written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
 never placed, as is one asking a node for more memory than it registers, or under
-``capacity-8-nodes`` for more than 8 nodes), and ``lost-events`` (no state-change event is ever
-delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the job definition sets
-``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders need more fails
-its first step with a bus error (exit 1, the training code's failure), as on AWS.
+``capacity-8-nodes`` for more than 8 nodes: then EC2's InsufficientInstanceCapacity shows in
+the compute environment's scaling activities, :mod:`.capacity`), and ``lost-events`` (no
+state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the
+job definition sets ``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders
+need more fails its first step with a bus error (exit 1, the training code's failure), as on AWS.
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
@@ -40,7 +41,7 @@ from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
 from traingrid.training.catalog import ECS_AGENT_RESERVED_MIB
-from traingrid_local.emulator import events, faults, workload
+from traingrid_local.emulator import capacity, events, faults, workload
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
@@ -95,6 +96,9 @@ class SimulatedJob:
                 return moments[:-1]
         end = "FAILED" if self.fails or self.lost or self.bus_error else "SUCCEEDED"
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
+
+    def runnable_at(self) -> datetime:
+        return next(at for status, at in self.schedule() if status == "RUNNABLE")
 
     def run_for(self) -> float:
         """Seconds from RUNNING to the job's end."""
@@ -295,6 +299,8 @@ def _submitjob(previous: Any) -> Any:
         num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
         command = list(_container_value(definition, overrides, "command") or [])
         linux = _container_value(definition, overrides, "linuxParameters") or {}
+        no_capacity = (faults.CURRENT.on("stuck-runnable")
+                       or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
@@ -304,13 +310,13 @@ def _submitjob(previous: Any) -> Any:
             bus_error=workload.shared_memory_shortfall(
                 environment, command, num_nodes,
                 int(linux.get("sharedMemorySize") or workload.DOCKER_SHM_MIB)),
-            stuck=(faults.CURRENT.on("stuck-runnable")
-                   or not fits_a_node(instance_type, requirements)
-                   or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES)),
+            stuck=no_capacity or not fits_a_node(instance_type, requirements),
             fails=faults.CURRENT.on("batch-job-failed"),
             lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
             training_seconds=training_seconds(environment),
         )
+        if no_capacity:  # EC2 says so to the compute environment's group, as on AWS
+            capacity.no_capacity(job, job.simulated.runnable_at(), instance_type, num_nodes)
         _announce_changes(job)
         return result
 

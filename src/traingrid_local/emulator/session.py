@@ -19,6 +19,7 @@ from traingrid.aws import clients
 from traingrid_local.emulator import (
     account,
     batch,
+    capacity,
     cloudformation,
     events,
     faults,
@@ -58,8 +59,8 @@ MOTO_CONFIG = {
 }
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, sagemaker,
-               throttling, account)
+               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, capacity,
+               sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
 
 
@@ -110,6 +111,7 @@ class Emulator:
         ALARMS.clear()
         throttling.RATES.reset()
         account.ACCOUNT.reset()
+        capacity.reset()
         faults.set_plan(self.fault_plan)
         sfn_events.enabled(True)
         traingrid.clock.now = CLOCK.now

@@ -2,7 +2,9 @@
 
 A run may make up to ``max_attempts`` Batch jobs on the same file system:
 
-- **No capacity** (the job waited in RUNNABLE past ``timeouts.runnable_minutes``): the next job
+- **No capacity** (AWS reported it for the RUNNABLE job — EC2's InsufficientInstanceCapacity or
+  VcpuLimitExceeded in its compute environment's scaling activities, see ``capacity`` — or the
+  job waited in RUNNABLE past ``timeouts.runnable_minutes``): the next job
   asks for half the nodes, never fewer than ``min_nodes``. The per-GPU batch stays; the trainer
   scales the learning rate with the smaller global batch (linear scaling rule).
 - **Infrastructure** (the host went away — instance terminated, Spot reclaimed — so the
@@ -61,8 +63,10 @@ def classify(job: dict[str, Any]) -> Failure:
     error, reason = job.get("error"), job.get("status_reason") or ""
     exit_code = job.get("exit_code")
     if error == "TrainingJobStuck":
-        return Failure(FailureKind.CAPACITY, f"no capacity: waited {job.get('waiting_s', 0) // 60}"
-                                             " min in the queue")
+        # AWS's capacity error, when it said so before the runnable limit (training/capacity.py).
+        said = f" ({job['capacity_code']})" if job.get("capacity_code") else ""
+        return Failure(FailureKind.CAPACITY, f"no capacity{said}: waited "
+                                             f"{job.get('waiting_s', 0) // 60} min in the queue")
     if error == "TrainingTimedOut":
         return Failure(FailureKind.LIMIT, "over the training limit")
     if reason.startswith(HOST_GONE):

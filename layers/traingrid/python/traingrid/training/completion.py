@@ -17,10 +17,12 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.aws import batch, stepfunctions, task_tokens
+from traingrid.aws import capacity as aws_capacity
 from traingrid.aws.task_tokens import ParkedWait
+from traingrid.errors import AwsServiceError
 from traingrid.observability import logger, metrics
 from traingrid.settings import CompletionSettings
-from traingrid.training import waits
+from traingrid.training import capacity, waits
 
 
 def await_job(event: dict[str, Any], settings: CompletionSettings) -> dict[str, Any]:
@@ -47,7 +49,9 @@ def job_changed(job_id: str, status: str, settings: CompletionSettings) -> dict[
 
 
 def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, Any]:
-    state, terminate = assess(wait, batch.describe_job(wait.job_id), settings.fallback_s)
+    description = batch.describe_job(wait.job_id)
+    state, terminate = assess(wait, description, settings.fallback_s,
+                              capacity_shortage(description))
     if terminate:
         batch.terminate_job(state.id, state.cause or "terminated by TrainGrid")
         state.terminated = True
@@ -57,14 +61,29 @@ def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, 
     return wake(wait, state, settings.job_tokens_table)
 
 
-def assess(wait: ParkedWait, description: dict[str, Any],
-           fallback_s: int) -> tuple[waits.JobState, bool]:
+def capacity_shortage(description: dict[str, Any]) -> capacity.Shortage | None:
+    """AWS's word that a RUNNABLE job will get no nodes, if it has said so. Only a hint: a
+    failure to read it leaves the job to its runnable limit."""
+    if description.get("status") != "RUNNABLE":
+        return None
+    try:
+        environments = aws_capacity.compute_environments(description["jobQueue"])
+        activities = aws_capacity.scaling_activities()
+    except AwsServiceError as error:
+        logger.warning(f"capacity of job {description.get('jobId')} not read: {error}")
+        return None
+    return capacity.diagnose(description, environments, activities)
+
+
+def assess(wait: ParkedWait, description: dict[str, Any], fallback_s: int,
+           shortage: capacity.Shortage | None = None) -> tuple[waits.JobState, bool]:
     """The wait's next state from the job's description, and whether the job must be
     terminated: the one decision behind every wake-up (an event, a timeout, a reconcile)."""
     state = waits.JobState.of(wait.context["job"])
     plan_job, limits = wait.context["plan_job"], wait.context["limits"]
     now_ms = int(clock.now().timestamp() * 1000)
-    terminate = waits.check_training_job(state, description, plan_job, limits, now_ms)
+    terminate = waits.check_training_job(state, description, plan_job, limits, now_ms,
+                                         shortage)
     state.wait_s = waits.next_wait(state, limits, fallback_s)
     return state, terminate
 

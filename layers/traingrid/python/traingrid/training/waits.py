@@ -19,6 +19,7 @@ from traingrid.errors import (
     FileSystemFailed,
     HydrateTimedOut,
 )
+from traingrid.training.capacity import Shortage
 from traingrid.training.state import ExportState, FileSystemState, PollState
 
 
@@ -112,6 +113,11 @@ LIMIT_MARGIN_S = 30
 # The shortest wait, and the wait for a job told to terminate to report FAILED.
 MIN_WAIT_S = 30
 AFTER_TERMINATE_WAIT_S = 300
+# While a job waits for nodes, it is checked this often for AWS's word that none will come
+# (training/capacity.py), for its first CAPACITY_WATCH_S in the queue: EC2 says it within a
+# minute or two of the group's launch, and a job still queued after that waits as before.
+CAPACITY_CHECK_S = 60
+CAPACITY_WATCH_S = 15 * 60
 
 
 @dataclass
@@ -133,6 +139,8 @@ class JobState:
     # away) and Batch's statusReason: what tells an infrastructure failure from the code's.
     exit_code: int | None = None
     status_reason: str | None = None
+    # AWS's capacity error that ended the wait before the runnable limit (its code), if any.
+    capacity_code: str | None = None
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> JobState:
@@ -158,6 +166,19 @@ def runnable_diagnosis(job: JobState, description: dict[str, Any], plan_job: dic
         f"queue's compute environment allows {instance_type} and at least "
         f"{nodes * plan_job['vcpus']} vCPUs (maxvCpus), your EC2 quota for the instance "
         "family, and the subnet's capacity; or submit with fewer nodes."
+    )
+
+
+def shortage_diagnosis(job: JobState, description: dict[str, Any], plan_job: dict[str, Any],
+                       shortage: Shortage) -> str:
+    queue = description.get("jobQueue", "?").rsplit("/", 1)[-1]
+    nodes, instance_type = plan_job["nodes"], plan_job["instance_type"]
+    return (
+        f"No capacity for {nodes} × {instance_type} in job queue {queue}: AWS reports "
+        f"{shortage.describe()}. Job {job.name} ({job.id}) was terminated after "
+        f"{job.waiting_s // 60} min in {description.get('status')}, not left to wait out "
+        "timeouts.runnable_minutes. Ask for fewer nodes (min_nodes lets the run shrink), "
+        "another instance type or Availability Zone, or a higher EC2 quota for the family."
     )
 
 
@@ -203,10 +224,11 @@ def measure_job(state: JobState, description: dict[str, Any], now_ms: int) -> No
 
 def check_training_job(
     state: JobState, description: dict[str, Any], plan_job: dict[str, Any],
-    limits: dict[str, int], now_ms: int,
+    limits: dict[str, int], now_ms: int, shortage: Shortage | None = None,
 ) -> bool:
-    """Update the wait's state in place from a DescribeJobs entry; True when the job must be
-    terminated (stuck in the queue or over its training limit)."""
+    """Update the wait's state in place from a DescribeJobs entry (and, for a queued job,
+    AWS's word that no capacity will come); True when the job must be terminated (stuck in
+    the queue or over its training limit)."""
     state.status = description["status"]
     state.checks += 1
     measure_job(state, description, now_ms)
@@ -216,6 +238,9 @@ def check_training_job(
         if state.status in WAITING_FOR_CAPACITY and state.waiting_s > limits["runnable_s"]:
             state.error = "TrainingJobStuck"
             state.cause = runnable_diagnosis(state, description, plan_job, limits["runnable_s"])
+        elif state.status in WAITING_FOR_CAPACITY and shortage is not None:
+            state.error, state.capacity_code = "TrainingJobStuck", shortage.code
+            state.cause = shortage_diagnosis(state, description, plan_job, shortage)
         elif state.status in ON_NODES and state.running_s > limits["training_s"]:
             state.error = "TrainingTimedOut"
             state.cause = (
@@ -242,6 +267,8 @@ def next_wait(state: JobState, limits: dict[str, int], fallback_s: int) -> int:
     else:
         budget = limits["training_s"] - state.running_s
     wait = budget + LIMIT_MARGIN_S if budget <= fallback_s else fallback_s
+    if state.status in WAITING_FOR_CAPACITY and state.waiting_s < CAPACITY_WATCH_S:
+        wait = min(wait, CAPACITY_CHECK_S)
     return max(MIN_WAIT_S, wait)
 
 

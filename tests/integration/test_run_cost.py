@@ -1,0 +1,60 @@
+"""A TrainingRun's cost receipt in the emulator: every attempt's Batch node-hours (the lost
+one's too), the file system's lifetime, the state transitions, as the report, the API's view
+and the campaign database give it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from traingrid.costs import receipt
+from traingrid.training.catalog import INSTANCE_TYPES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cost_schema() -> Draft202012Validator:
+    document = yaml.safe_load((ROOT / "schema" / "openapi.yaml").read_text())
+    return Draft202012Validator(document["components"]["schemas"]["RunCost"])
+
+
+def assert_adds_up(cost):
+    actual = cost["actual"]
+    assert round(sum(actual[part] for part in receipt.PARTS), 6) == actual["total"]
+
+
+def test_a_lost_nodes_attempt_is_on_the_runs_receipt(run_scenario):
+    outcome = run_scenario("node-lost")
+    execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    cost = execution["cost"]
+    run_cost_schema().validate(cost)
+    assert_adds_up(cost)
+    assert not cost["in_flight"] and cost["estimate"]["max_usd"] > 0
+    first, _ = execution["attempts"]
+    batch = outcome.emulator.client("batch")
+    (done,) = batch.list_jobs(jobQueue=outcome.stack.outputs["TrainingJobQueueArn"],
+                              jobStatus="SUCCEEDED")["jobSummaryList"]
+    (second,) = batch.describe_jobs(jobs=[done["jobId"]])["jobs"]
+    second_s = (second["stoppedAt"] - second["startedAt"]) // 1000
+    price = INSTANCE_TYPES["p3.16xlarge"].usd_per_hour
+    compute = [line for line in cost["lines"] if line["part"] == "compute"]
+    # The failed first attempt's 20 minutes on 20 nodes count, then the second job's time.
+    assert [line["quantity"] for line in compute] == [round(20 * 1200 / 3600, 6),
+                                                      round(20 * second_s / 3600, 6)]
+    assert first["job_id"] in compute[0]["item"] and done["jobId"] in compute[1]["item"]
+    assert cost["actual"]["compute"] == round(20 * (1200 + second_s) / 3600 * price, 6)
+    (fs,) = [line for line in cost["lines"] if line["part"] == "file_system"]
+    capacity = int(re.search(r"SCRATCH_2 (\d+) GiB", fs["item"]).group(1))
+    hours = fs["quantity"] / capacity  # its GB-hours over its capacity
+    assert (1200 + second_s) / 3600 < hours <= execution["simulated_seconds"] / 3600 + 0.01
+    transitions = next(line for line in cost["lines"] if "state transitions" in line["item"])
+    assert transitions["quantity"] == execution["state_transitions"]
+    # The run recorded its own receipt: the same compute, its total as cost_usd.
+    record = outcome.record
+    assert record["cost"]["actual"]["compute"] == cost["actual"]["compute"]
+    assert float(record["cost_usd"]) == record["cost"]["actual"]["total"] > 0
+    assert_adds_up(record["cost"])

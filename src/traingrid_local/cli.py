@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from traingrid.campaigns.model import RegionJobStatus
-from traingrid_local import cli_doctor, cli_faults, cli_local, cli_plan, cli_runs
+from traingrid_local import cli_costs, cli_doctor, cli_faults, cli_local, cli_plan, cli_runs
 from traingrid_local import demo as demo_runner
 from traingrid_local.cli_runs import one_line
 from traingrid_local.emulator.faults import FAULTS
@@ -23,6 +23,7 @@ app.add_typer(cli_runs.commands)
 app.add_typer(cli_faults.commands)
 app.add_typer(cli_doctor.commands)
 app.add_typer(cli_plan.commands)
+app.add_typer(cli_costs.commands)
 
 
 def _duration(seconds: float) -> str:

@@ -220,6 +220,9 @@ def status(
             region_of = f" ({artifact['region']})" if artifact.get("region") else ""
             stdout.print(f"artifacts{region_of}: {artifact['location']}", highlight=False,
                          soft_wrap=True)
+        cost = terminal.cost_line(run.get("cost"))
+        if cost:
+            stdout.print(cost, highlight=False, soft_wrap=True)
     ended("status", run)
 
 

@@ -105,6 +105,25 @@ def timeline(run: dict[str, Any], every_visit: bool = False) -> Table:
     return table
 
 
+def money(usd: float | None) -> str:
+    return "-" if usd is None else f"${usd:,.2f}"
+
+
+def cost_line(cost: dict[str, Any] | None) -> str | None:
+    """A run's receipt in one line: its total by part, beside what its plan estimated."""
+    if not cost:
+        return None
+    actual, estimate = cost["actual"], cost.get("estimate") or {}
+    parts = ", ".join(f"{part.replace('_', ' ')} {money(actual[part])}"
+                      for part in ("compute", "file_system", "orchestration", "staging"))
+    so_far = " so far" if cost.get("in_flight") else ""
+    planned = (f"; estimated at most {money(estimate['max_usd'])}" if "max_usd" in estimate
+               else f"; estimated {money(estimate['estimated_usd'])}"
+               if "estimated_usd" in estimate else "")
+    return (f"cost{so_far}: {money(actual['total'])} ({parts}){planned} · prices "
+            f"{cost['prices_version']}")
+
+
 def runs_table(runs: list[dict[str, Any]]) -> Table:
     table = Table()
     for column in ("run", "pipeline", "status", "started", "duration"):

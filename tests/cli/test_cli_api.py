@@ -90,6 +90,8 @@ def test_submit_from_a_file_waits_with_progress_and_shows_the_timeline(traingrid
                  "DeleteFileSystem", "Succeeded"):
         assert step in status.stdout, status.stdout
     assert f"artifacts: s3://{DEMO_BUCKET}/runs/cli-run/" in status.stdout
+    assert re.search(r"cost: \$[\d,]+\.\d\d \(compute \$[\d,]+\.\d\d, file system",
+                     status.stdout), status.stdout
     every = traingrid("status", "cli-run", "--every-visit", "--json")
     assert json.loads(every.stdout)["input"]["request"]["epochs"] == 30
 

@@ -1,0 +1,92 @@
+"""`traingrid costs`: the recorded receipts of a period's runs, summed by group, and `status`'s
+cost line."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from typer.testing import CliRunner
+
+from traingrid.db import migrate
+from traingrid.db.engine import dispose, transaction
+from traingrid.db.repositories import TrainingRunRepository
+from traingrid.training.records import run_cost
+from traingrid_local import terminal
+from traingrid_local.cli import app
+
+runner = CliRunner()
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def state(nodes: int, ran_s: int, instance_type: str = "p3.16xlarge") -> dict:
+    return {"plan": {"job": {"instance_type": instance_type, "attempts": [
+        {"attempt": 1, "nodes": nodes, "reason": "first attempt"}]},
+        "file_system": {"storage_capacity_gib": 1200,
+                        "lustre_configuration": {"DeploymentType": "SCRATCH_2"}},
+        "estimate": {"max_usd": 1000.0}},
+        "file_system": {"id": "fs-1", "hydrate_s": 0},
+        "job": {"id": f"job-{nodes}", "status": "SUCCEEDED", "running_s": ran_s}}
+
+
+@pytest.fixture
+def database(tmp_path):
+    url = f"sqlite:///{tmp_path / 'campaigns.db'}"
+    migrate.upgrade(url)
+    runs = [("a", "s3://data/imagenet/", state(2, 3600), T0),
+            ("b", "s3://data/imagenet/", state(4, 1800), T0 + timedelta(hours=1)),
+            ("c", "s3://data/coco/", state(1, 3600, "p4d.24xlarge"), T0 + timedelta(days=1)),
+            ("d", "s3://data/coco/", None, T0 + timedelta(days=5))]
+    with transaction(url) as session:
+        for name, dataset, run_state, started in runs:
+            cost = run_cost(run_state) if run_state else None
+            TrainingRunRepository(session).record({
+                "execution_arn": f"arn:aws:states:us-east-1:1:execution:m:{name}", "name": name,
+                "status": "SUCCEEDED", "started_at": started,
+                "ended_at": started + timedelta(hours=2), "dataset": dataset,
+                "instance_type": (run_state or state(1, 0))["plan"]["job"]["instance_type"],
+                "recorded_by": "run" if cost else "janitor", "cost": cost,
+                "cost_usd": cost and cost["actual"]["total"]})
+    yield url
+    dispose(url)
+
+
+def test_costs_sums_each_datasets_runs_in_the_period(database):
+    result = runner.invoke(app, ["costs", "--database-url", database, "--since",
+                                 "2026-11-20", "--until", "2026-11-22", "--json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    imagenet, coco = found["groups"]
+    # 2 nodes × 1 h + 4 × 0.5 h of p3.16xlarge at $24.48, plus their file systems.
+    assert imagenet["dataset"] == "s3://data/imagenet/" and imagenet["runs"] == 2
+    assert imagenet["compute"] == 4 * 24.48
+    assert coco["compute"] == 32.7726 and coco["runs"] == 1  # d started after --until
+    for group in found["groups"]:
+        assert round(sum(group[p] for p in ("compute", "file_system", "orchestration",
+                                            "staging")), 6) == group["total"]
+    assert found["total"] == round(imagenet["total"] + coco["total"], 6)
+
+
+def test_costs_by_instance_type_counts_runs_recorded_without_a_cost(database):
+    result = runner.invoke(app, ["costs", "--database-url", database, "--by",
+                                 "instance_type"])
+    assert result.exit_code == 0, result.output
+    assert "p4d.24xlarge" in result.stdout and "1 without a cost" in result.stdout
+    assert "total: $" in result.stdout
+
+
+def test_costs_lists_every_bad_option_at_once(database):
+    result = runner.invoke(app, ["costs", "--database-url", database, "--since", "yesterday",
+                                 "--by", "colour"])
+    assert result.exit_code == 2
+    assert "--since 'yesterday' is not an ISO 8601" in result.stderr
+    assert "--by 'colour'" in result.stderr
+
+
+def test_status_shows_the_receipt_beside_the_estimate():
+    cost = run_cost(state(2, 3600))
+    line = terminal.cost_line(cost)
+    assert line.startswith(f"cost: ${cost['actual']['total']:,.2f} (compute $48.96, ")
+    assert "estimated at most $1,000.00" in line and cost["prices_version"] in line
+    assert terminal.cost_line({**cost, "in_flight": True}).startswith("cost so far: ")

@@ -7,9 +7,16 @@ Writes ``bench/results.json`` and prints a table:
   with events lost and the fallback check every 30 seconds, i.e. a 30-second poll loop;
 - ``cleanup_lag_s``: simulated seconds from the training job's terminal state to the file
   system's deletion, median and max over 20 runs, with events and with ``lost-events`` (the job
-  exports its outputs before it ends; the run verifies them in S3 and deletes at once);
+  exports its outputs before it ends; the run verifies them in S3 and deletes at once; with
+  events lost, the janitor's passes, on its schedule, wake the runs);
+- ``capacity_decision``: simulated minutes from a job's submission to the run's decision that
+  EC2 has no capacity for it, in the ``capacity-shrink`` and ``stuck-runnable`` scenarios;
+- ``goals``: each goal below, its figure and whether it is met;
 - the cold-start import time of each function's handler module, the size of the runtime layer,
   planning a 10,000-dataset campaign on SQLite and on PostgreSQL, and the demo's wall time.
+
+``python -m traingrid_local.bench sfn [1h|24h|7d ...]``, ``… lag`` or ``… capacity`` measures
+only that part (printed, ``bench/results.json`` left as it is).
 """
 
 from __future__ import annotations
@@ -151,6 +158,15 @@ MODES = {
     "poll30": ({"JobEventFallbackSeconds": "30"}, frozenset({"lost-events"})),
 }
 LAG_RUNS = 20
+# What the figures must stay within: a lost event is noticed by the janitor's next pass, and a
+# week-long wait makes one fallback check a day.
+GOALS = {
+    "lost-event cleanup lag, median": (("cleanup_lag_s", "lost_events", "median"), 8 * 60, "s"),
+    "7-day TrainingRun, history events": (("sfn", "7d", "event", "history_events"), 300, ""),
+    "7-day TrainingRun, state transitions": (("sfn", "7d", "event", "cost_usd"), 0.002, "$"),
+    # Seed 003's "proceed with the capacity you got": EC2's answer, not a 30-minute wait.
+    "no-capacity decision after submission": (("capacity_decision", "max_min"), 5, "min"),
+}
 
 
 def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[str],
@@ -184,9 +200,11 @@ def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[
             deployment.close()
 
 
-def sfn_costs() -> dict[str, Any]:
+def sfn_costs(labels: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for label, seconds in DURATIONS.items():
+        if labels and label not in labels:
+            continue
         results[label] = {}
         for mode, (parameters, faults) in MODES.items():
             console.print(f"TrainingRun with {label} of training, {mode}…")
@@ -255,21 +273,89 @@ def measure() -> dict[str, Any]:
     results["demo_wall_s"] = demo_wall_s()
     results["sfn"] = sfn_costs()
     results["cleanup_lag_s"] = cleanup_lags()
+    results["capacity_decision"] = capacity_decisions()
     return results
+
+
+CAPACITY_SCENARIOS = ("capacity-shrink", "stuck-runnable")
+
+
+def capacity_decisions() -> dict[str, Any]:
+    """Simulated minutes from each job's submission to the run's decision that it gets no
+    capacity (the terminated job's end, Batch's stamps), in the scenarios where EC2 has none."""
+    from traingrid_local.demo import (
+        DEFAULT_KEY,
+        SCENARIOS,
+        manifest_body,
+        upload_sample_dataset,
+        wait_for_runs,
+    )
+    from traingrid_local.emulator.session import Emulator
+    from traingrid_local.environment import DEMO_BUCKET, deploy_traingrid
+
+    results: dict[str, Any] = {}
+    for name in CAPACITY_SCENARIOS:
+        console.print(f"no-capacity decision, {name}…")
+        with Emulator(speed=2000, fault_names=SCENARIOS[name].faults) as emulator:
+            deployment = deploy_traingrid(emulator)
+            try:
+                upload_sample_dataset(emulator)
+                emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY,
+                                                 Body=manifest_body(SCENARIOS[name], None))
+                outputs = deployment.stack.outputs
+                wait_for_runs(emulator, [outputs["TrainingRunStateMachineArn"]], 600, None)
+                batch = emulator.client("batch")
+                ids = [j["jobId"] for j in batch.list_jobs(
+                    jobQueue=outputs["TrainingJobQueueArn"], jobStatus="FAILED")["jobSummaryList"]]
+                jobs = batch.describe_jobs(jobs=ids)["jobs"] if ids else []
+            finally:
+                deployment.close()
+        minutes = sorted(round((j["stoppedAt"] - j["createdAt"]) / 60_000, 1) for j in jobs)
+        results[name] = {"jobs": len(minutes), "decisions_min": minutes,
+                         "max_min": max(minutes, default=None)}
+    measured = [r["max_min"] for r in results.values() if r["max_min"] is not None]
+    results["max_min"] = max(measured, default=None)
+    return results
+
+
+def goals(results: dict[str, Any]) -> dict[str, Any]:
+    """Each goal whose figure was measured: the figure, the bound and whether it is met."""
+    met: dict[str, Any] = {}
+    for name, (path, bound, unit) in GOALS.items():
+        value: Any = results
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            met[name] = {"value": value, "at_most": bound, "unit": unit, "met": value <= bound}
+    return met
+
+
+def _figure(value: float, unit: str) -> str:
+    return f"${value:.4f}" if unit == "$" else f"{value:,}{unit and ' ' + unit}"
+
+
+def _capacity_rows(table: Table, results: dict[str, Any]) -> None:
+    for name, decision in results.get("capacity_decision", {}).items():
+        if isinstance(decision, dict):
+            table.add_row(f"no-capacity decision ({name}, {decision['jobs']} jobs)",
+                          f"{decision['decisions_min']} simulated min after submission")
 
 
 def show(results: dict[str, Any]) -> None:
     table = Table(title="TrainGrid bench (medians)")
     table.add_column("measure")
     table.add_column("value", justify="right")
-    for name, ms in results["cold_import_ms"].items():
+    for name, ms in results.get("cold_import_ms", {}).items():
         table.add_row(f"cold import: {name}", f"{ms:.0f} ms")
-    table.add_row("runtime layer (python sources)", f"{results['layer_bytes'] / 1024:.0f} KiB")
-    for backend, ms in results["plan_10k_ms"].items():
+    if "layer_bytes" in results:
+        table.add_row("runtime layer (python sources)",
+                      f"{results['layer_bytes'] / 1024:.0f} KiB")
+    for backend, ms in results.get("plan_10k_ms", {}).items():
         table.add_row(f"plan {DATASETS:,} datasets: {backend}",
                       "not measured" if ms is None else f"{ms:.0f} ms")
-    table.add_row("make demo (both pipelines)", f"{results['demo_wall_s']:.1f} s")
-    for label, modes in results["sfn"].items():
+    if "demo_wall_s" in results:
+        table.add_row("make demo (both pipelines)", f"{results['demo_wall_s']:.1f} s")
+    for label, modes in results.get("sfn", {}).items():
         for mode in MODES:
             m = modes[mode]
             ended = "" if m["status"] == "SUCCEEDED" else f" ({m['status']}: {m['error']})"
@@ -280,17 +366,40 @@ def show(results: dict[str, Any]) -> None:
         table.add_row(f"TrainingRun {label}, poll30 ÷ event",
                       f"{ratio.get('transitions', '-')}× transitions, "
                       f"{ratio.get('history_events', '-')}× events")
-    lag = results["cleanup_lag_s"]
+    lag = results.get("cleanup_lag_s", {})
     for mode in ("event", "lost_events"):
+        if mode not in lag:
+            continue
         m = lag[mode]
         table.add_row(f"cleanup lag ({mode}, {m['runs']} runs)",
                       f"median {m['median']} s, max {m['max']} s (job end noticed: median "
                       f"{m['job_end_noticed_median']} s, max {m['job_end_noticed_max']} s)")
+    _capacity_rows(table, results)
+    for name, goal in results.get("goals", {}).items():
+        table.add_row(f"goal: {name} ≤ {_figure(goal['at_most'], goal['unit'])}",
+                      f"{_figure(goal['value'], goal['unit'])}: "
+                      f"{'met' if goal['met'] else '[red]NOT met[/]'}")
     console.print(table)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parts = sys.argv[1:] if argv is None else argv
+    if parts:
+        if parts[0] == "sfn" and set(parts[1:]) <= set(DURATIONS):
+            results: dict[str, Any] = {"sfn": sfn_costs(parts[1:] or None)}
+        elif parts == ["lag"]:
+            results = {"cleanup_lag_s": cleanup_lags()}
+        elif parts == ["capacity"]:
+            results = {"capacity_decision": capacity_decisions()}
+        else:
+            console.print(f"usage: bench [sfn [{'|'.join(DURATIONS)} ...] | lag | capacity]; "
+                          f"not {parts}")
+            return 2
+        results["goals"] = goals(results)
+        show(results)
+        return 0
     results = measure()
+    results["goals"] = goals(results)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     show(results)

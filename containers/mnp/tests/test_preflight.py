@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import needs_mpirun, trainer_env
 from tests.test_mpirun import line, mpirun
-from traingrid_trainer.preflight import EXIT_PREFLIGHT, PREFLIGHT_FILE, Thresholds, verdict
+from traingrid_node.preflight import PREFLIGHT_FILE, Thresholds, verdict
+from traingrid_node.status import EXIT_PREFLIGHT
 
 
 def ranks(*rates: float, reads: tuple[float | None, ...] = ()) -> list[dict[str, object]]:

@@ -12,7 +12,8 @@ Every rank measures, in this order:
 The ranks gather every figure; each judges them the same way (``verdict``): a rank below
 ``min_share`` of the median of the others, or below the instance type's floor, fails the job.
 Thresholds come from the job's ``TRAINGRID_PREFLIGHT`` (JSON, the plan's from the runtime's
-catalog), else the defaults below. The main rank writes ``preflight.json`` to the output folder
+catalog), else the defaults; they and the verdict live in ``traingrid_node.preflight``, which
+the emulator's stand-in job uses too. The main rank writes ``preflight.json`` to the output folder
 (what the run's next attempt reads and names in its reason).
 """
 
@@ -24,7 +25,7 @@ import socket
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,92 +33,17 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from traingrid_node.preflight import PREFLIGHT_FILE, Thresholds, verdict
 from traingrid_node.status import EXIT_PREFLIGHT
 from traingrid_trainer import data
 from traingrid_trainer.model import resnet50
 
 __all__ = ["EXIT_PREFLIGHT", "PREFLIGHT_FILE", "Thresholds", "run", "verdict"]
 
-PREFLIGHT_FILE = "preflight.json"
 # Test-only: this rank's training steps take ten times as long (it sleeps nine times each
 # step's own time), as on a node with a throttled GPU; ranks sharing a CPU stay far apart.
 SLOW_RANK_VARIABLE = "TRAINGRID_PREFLIGHT_SLOW_RANK"
 MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """What the check measures and what fails it; 0 means no such floor."""
-
-    min_share: float = 0.5  # of the median of the other ranks' images/s
-    min_read_share: float = 0.25  # of the others' read MB/s (a shared file system is noisy)
-    min_images_per_s: float = 0.0  # a rank's floor for the instance type
-    min_bus_gb_s: float = 0.0  # the all-reduce's floor for the instance type
-    min_read_mb_s: float = 0.0
-    steps: int = 5  # measured training steps, after one unmeasured
-    allreduce_mib: int = 64
-    read_mb: int = 256
-    seconds: float = 180.0  # the whole check's budget
-    instance_type: str = ""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Thresholds:
-        """The job's ``TRAINGRID_PREFLIGHT`` (a JSON object of these fields), else defaults.
-        Unknown fields or wrong types are an error listing every problem."""
-        raw = env.get("TRAINGRID_PREFLIGHT", "").strip()
-        if not raw or raw in ("1", "on"):
-            return cls()
-        try:
-            given = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError(f"TRAINGRID_PREFLIGHT is not JSON: {exc}") from None
-        if not isinstance(given, dict):
-            raise ValueError("TRAINGRID_PREFLIGHT must be a JSON object")
-        known = {f.name: f.type for f in fields(cls)}
-        problems = [f"unknown field {k!r}" for k in given if k not in known]
-        for key, value in given.items():
-            if key == "instance_type":
-                if not isinstance(value, str):
-                    problems.append("instance_type must be a string")
-            elif key in known and (not isinstance(value, int | float) or isinstance(value, bool)
-                                   or value < 0):
-                problems.append(f"{key} must be a number >= 0, not {value!r}")
-        if problems:
-            raise ValueError("TRAINGRID_PREFLIGHT: " + "; ".join(problems))
-        return cls(**{k: (int(v) if k in ("steps", "allreduce_mib", "read_mb") else v)
-                      for k, v in given.items()})
-
-
-def _figure(value: float) -> str:
-    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
-
-
-def verdict(ranks: Sequence[Mapping[str, Any]], bus_gb_s: float | None,
-            thresholds: Thresholds) -> list[str]:
-    """Every reason the job should not start, naming the node and the figure. ``ranks``: one
-    entry a rank (``rank``, ``address``, ``images_per_s``, ``read_mb_s`` or None)."""
-    problems = []
-    kind = f" for {thresholds.instance_type}" if thresholds.instance_type else ""
-    checks = (("images_per_s", "images/s", thresholds.min_share, thresholds.min_images_per_s),
-              ("read_mb_s", "MB/s read", thresholds.min_read_share, thresholds.min_read_mb_s))
-    for key, unit, share, floor in checks:
-        measured = [(r, float(r[key])) for r in ranks if r.get(key) is not None]
-        for entry, value in measured:
-            node = f"node {entry['address']} (rank {entry['rank']})"
-            others = [v for e, v in measured if e is not entry]
-            if others and share:
-                median = statistics.median(others)
-                if value < share * median:
-                    problems.append(f"{node}: {_figure(value)} {unit}, median "
-                                    f"{_figure(median)}: below {share:.0%}")
-                    continue
-            if floor and value < floor:
-                problems.append(f"{node}: {_figure(value)} {unit}, below the floor of "
-                                f"{_figure(floor)}{kind}")
-    if bus_gb_s is not None and thresholds.min_bus_gb_s and bus_gb_s < thresholds.min_bus_gb_s:
-        problems.append(f"all-reduce bus bandwidth {bus_gb_s:.2f} GB/s across {len(ranks)} "
-                        f"ranks, below the floor of {thresholds.min_bus_gb_s:g} GB/s{kind}")
-    return problems
 
 
 def node_address(main_address: str, port: int) -> str:

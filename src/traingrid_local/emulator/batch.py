@@ -14,7 +14,9 @@ job is terminated after some training: the job FAILS with no exit code and only 
 written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
 never placed, as is one asking a node for more memory than it registers, or under
 ``capacity-8-nodes`` for more than 8 nodes: then EC2's InsufficientInstanceCapacity shows in
-the compute environment's scaling activities, :mod:`.capacity`), and ``lost-events`` (no
+the compute environment's scaling activities, :mod:`.capacity`), ``slow-node`` (a run's first
+job: the trainer's pre-flight check names a slow node and the job exits 75 before training),
+and ``lost-events`` (no
 state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the
 job definition sets ``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders
 need more fails its first step with a bus error (exit 1, the training code's failure), as on AWS.
@@ -40,6 +42,7 @@ from moto.batch_simple.models import BatchSimpleBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
+from traingrid.training.attempts import EXIT_PREFLIGHT
 from traingrid.training.catalog import ECS_AGENT_RESERVED_MIB
 from traingrid_local.emulator import capacity, events, faults, workload
 from traingrid_local.emulator.alarms import ALARMS
@@ -75,6 +78,8 @@ class SimulatedJob:
     training_seconds: float
     command: list[str] = field(default_factory=list)
     lost: bool = False  # the main node's host goes away mid-training
+    # The trainer's pre-flight check finds a slow node and the job exits before training.
+    slow_node: bool = False
     # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
     bus_error: str | None = None
     status: str = "SUBMITTED"
@@ -94,7 +99,8 @@ class SimulatedJob:
             moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
-        end = "FAILED" if self.fails or self.lost or self.bus_error else "SUCCEEDED"
+        end = ("FAILED" if self.fails or self.lost or self.bus_error or self.slow_node
+               else "SUCCEEDED")
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
 
     def runnable_at(self) -> datetime:
@@ -104,6 +110,8 @@ class SimulatedJob:
         """Seconds from RUNNING to the job's end."""
         if self.bus_error:
             return BUS_ERROR_AFTER_SECONDS
+        if self.slow_node:
+            return workload.PREFLIGHT_SECONDS
         return FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
 
     def path(self) -> list[str]:
@@ -138,19 +146,25 @@ class SimulatedJob:
             if elapsed < run_for:
                 self.status = "RUNNING"
                 return self.status
-            end = self.started_at + timedelta(seconds=run_for)
-            if self.bus_error:
-                self._finish(job, end, succeeded=False, exit_code=workload.BUS_ERROR_EXIT_CODE,
-                             reason="Essential container in task exited", error=self.bus_error)
-            elif self.lost:
-                self._finish(job, end, succeeded=False, exit_code=None, exports=False,
-                             reason=f"Host EC2 (instance {LOST_INSTANCE}) terminated.")
-            elif self.fails:
-                self._finish(job, end, succeeded=False, exit_code=MAIN_NODE_EXIT_CODE,
-                             reason="Essential container in task exited")
-            else:
-                self._finish(job, end, succeeded=True, exit_code=0)
+            self._end(job, self.started_at + timedelta(seconds=run_for))
             return self.status
+
+    def _end(self, job: Job, end: datetime) -> None:
+        """The job's end as decided at submission."""
+        if self.bus_error:
+            self._finish(job, end, succeeded=False, exit_code=workload.BUS_ERROR_EXIT_CODE,
+                         reason="Essential container in task exited", error=self.bus_error)
+        elif self.slow_node:
+            self._finish(job, end, succeeded=False, exit_code=EXIT_PREFLIGHT,
+                         reason="Essential container in task exited")
+        elif self.lost:
+            self._finish(job, end, succeeded=False, exit_code=None, exports=False,
+                         reason=f"Host EC2 (instance {LOST_INSTANCE}) terminated.")
+        elif self.fails:
+            self._finish(job, end, succeeded=False, exit_code=MAIN_NODE_EXIT_CODE,
+                         reason="Essential container in task exited")
+        else:
+            self._finish(job, end, succeeded=True, exit_code=0)
 
     def _finish(self, job: Job, at: datetime, *, succeeded: bool, exit_code: int | None,
                 reason: str | None = None, exports: bool = True,
@@ -158,9 +172,14 @@ class SimulatedJob:
         # The container writes (and exports) its outputs before the job is seen to end; a job
         # that never started ran no container and writes nothing.
         if self.started_at is not None:
+            preflight = (workload.preflight_document(self.environment, self.num_nodes,
+                                                     slow=self.slow_node)
+                         if self.environment.get("TRAINGRID_PREFLIGHT") else None)
+            if preflight is not None and preflight["cause"]:
+                error = preflight["cause"]
             workload.write_outputs(
                 job.backend.account_id, job.backend.region_name, self.environment,
-                command=self.command,
+                command=self.command, preflight=preflight,
                 succeeded=succeeded, exit_code=exit_code, exports=exports, error=error,
                 ran_seconds=(at - self.started_at).total_seconds(),
             )
@@ -313,6 +332,8 @@ def _submitjob(previous: Any) -> Any:
             stuck=no_capacity or not fits_a_node(instance_type, requirements),
             fails=faults.CURRENT.on("batch-job-failed"),
             lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
+            slow_node=(faults.CURRENT.on("slow-node") and faults.CURRENT.first_time(
+                "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
             training_seconds=training_seconds(environment),
         )
         if no_capacity:  # EC2 says so to the compute environment's group, as on AWS

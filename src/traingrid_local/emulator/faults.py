@@ -20,6 +20,8 @@ FAULTS: dict[str, str] = {
     "node-lost": "the first training job of each run loses its main node's host: no exit, no "
                  "export on exit (its checkpoints reached S3 as they were written)",
     "node-lost-every-attempt": "every training job loses its main node's host, as node-lost",
+    "slow-node": "the first training job of each run has a node far below the others: the "
+                 "trainer's pre-flight check names it and the job exits 75 before training",
     "capacity-8-nodes": "no more than 8 nodes can be had: a job asking for more stays RUNNABLE",
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
     "export-failed": "S3 refuses the file system's exports: on the job's exit and the export task",

@@ -16,6 +16,7 @@ import hashlib
 import json
 import shlex
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from moto.fsx.models import fsx_backends
@@ -31,6 +32,7 @@ from traingrid_node.metrics import (
     METRICS_FILE,
     metrics_document,
 )
+from traingrid_node.preflight import PREFLIGHT_FILE, Thresholds, verdict
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
@@ -39,6 +41,13 @@ KEPT_CHECKPOINTS = 3  # as the trainer keeps them
 CHECKPOINT_BYTES = 16 * 1024
 # Docker's /dev/shm when the job definition sets no LinuxParameters.SharedMemorySize.
 DOCKER_SHM_MIB = 64
+# The pre-flight check's figures: the trainer's synthetic-data rate a rank, its all-reduce bus
+# bandwidth and reads; under ``slow-node`` one GPU of one node runs at a fifth of the rest.
+PREFLIGHT_SECONDS = 150
+PREFLIGHT_BUS_GB_S = 2.9
+PREFLIGHT_READ_MB_S = 180.0
+SLOW_SHARE = 0.2
+NODE_ADDRESSES = "10.20.0.{}"  # the job's subnet; node i is .{10 + i}
 # A loader worker that outgrows /dev/shm dies of SIGBUS; its rank's DataLoader then raises
 # (exit 1), and mpirun and the entrypoint pass that on.
 BUS_ERROR_EXIT_CODE = 1
@@ -73,6 +82,31 @@ def shared_memory_shortfall(env: dict[str, str], command: Sequence[str], num_nod
             f"/dev/shm has {shm_mib} MiB)")
 
 
+def preflight_document(env: dict[str, str], num_nodes: int, *,
+                       slow: bool) -> dict[str, Any]:
+    """What the trainer's pre-flight check writes: every rank's figures and the verdict on
+    them (``traingrid_node.preflight``, as the trainer judges them). ``slow``: the first GPU
+    of the middle node is throttled."""
+    nodes = max(num_nodes, 1)
+    per_node = max(_number(env, "MPI_GPUS", nodes) // nodes, 1)
+    thresholds = Thresholds.from_env(env)
+    slow_rank = nodes // 2 * per_node if slow else None
+    ranks = []
+    for rank in range(nodes * per_node):
+        rate = IMAGES_PER_SECOND_PER_GPU * (1 + (rank % 7 - 3) / 100)
+        ranks.append({"rank": rank, "address": NODE_ADDRESSES.format(10 + rank // per_node),
+                      "host": f"ip-10-20-0-{10 + rank // per_node}",
+                      "images_per_s": round(rate * (SLOW_SHARE if rank == slow_rank else 1), 1),
+                      "read_mb_s": PREFLIGHT_READ_MB_S, "read_mb": thresholds.read_mb})
+    problems = verdict(ranks, PREFLIGHT_BUS_GB_S, thresholds)
+    return {"passed": not problems,
+            "cause": "pre-flight check failed: " + "; ".join(problems) if problems else None,
+            "problems": problems, "notes": [], "world_size": len(ranks),
+            "batch_size": _number(env, "BATCH_SIZE", 256), "image_size": 224,
+            "allreduce_bus_gb_s": PREFLIGHT_BUS_GB_S, "allreduce_mib": thresholds.allreduce_mib,
+            "ranks": ranks, "thresholds": asdict(thresholds), "seconds": PREFLIGHT_SECONDS}
+
+
 def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
     """(epoch, path relative to the output folder) of the newest checkpoint on the file
     system under ``root``; (0, None) when there is none."""
@@ -86,7 +120,8 @@ def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
 
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             ran_seconds: float, command: Sequence[str] = (), resumed_epoch: int = 0,
-            resumed_from: str | None = None, error: str | None = None) -> dict[str, bytes]:
+            resumed_from: str | None = None, error: str | None = None,
+            preflight: dict[str, Any] | None = None) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
     its newest checkpoints, and on success the final weights and ``metrics.json``. A job that
     resumed from an earlier attempt's checkpoint (``resumed_epoch``) goes on from there."""
@@ -104,6 +139,8 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
         f"exit code {exit_code}",
     ]
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
+    if preflight is not None:
+        files[PREFLIGHT_FILE] = json.dumps(preflight, indent=1).encode()
     seed = env.get("TRAINGRID_RUN", "run").encode()
     # A trainer that failed with an ``error`` died in its first step, before a checkpoint.
     trained = epochs if succeeded else min(

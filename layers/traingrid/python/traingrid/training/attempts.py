@@ -41,7 +41,14 @@ INFRASTRUCTURE_EXIT_CODES = {
     # The instance type has EFA but the container saw fewer devices (a host without the EFA
     # driver, or an interface that did not attach): another attempt may get a host that has them.
     70: "the node's EFA devices were missing",
+    # The trainer's pre-flight check found a node far below the others before the long run
+    # (passed on by mpirun and the entrypoint): another attempt may get other hosts.
+    75: "the pre-flight check failed",
 }
+EXIT_PREFLIGHT = 75
+# What the pre-flight check leaves in the run's output folder (the trainer's PREFLIGHT_FILE,
+# tested): its ``cause`` names the node and the figure.
+PREFLIGHT_FILE = "preflight.json"
 HOST_GONE = "Host EC2"  # Batch's statusReason when a node's instance went away
 
 
@@ -74,6 +81,9 @@ def classify(job: dict[str, Any]) -> Failure:
     if exit_code is None:
         return Failure(FailureKind.INFRASTRUCTURE,
                        f"the container ended without an exit code: {reason or 'no reason given'}")
+    if exit_code == EXIT_PREFLIGHT and job.get("preflight"):
+        # The measurement's own words: which node, which figure, which threshold.
+        return Failure(FailureKind.INFRASTRUCTURE, f"exit {exit_code}: {job['preflight']}")
     if exit_code in INFRASTRUCTURE_EXIT_CODES:
         return Failure(FailureKind.INFRASTRUCTURE,
                        f"exit {exit_code}: {INFRASTRUCTURE_EXIT_CODES[exit_code]}")

@@ -53,6 +53,36 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     )
 }
 
+# The trainer's pre-flight check (traingrid_trainer/preflight.py): before the long run every
+# rank measures its training rate on synthetic data, the all-reduce bus bandwidth across all
+# ranks and its reads. A rank below PREFLIGHT_MIN_SHARE of the median of the others fails the
+# job (exit 75, another attempt on other hosts), as does one below the type's floors: 40% of
+# its GPU's published images/s, and 15% of its network's published bandwidth as all-reduce bus
+# bandwidth (a ring crosses each node's network once: nccl-tests' bus bandwidth tends to it).
+PREFLIGHT_MIN_SHARE = 0.5
+PREFLIGHT_MIN_READ_SHARE = 0.25  # reads share the file system: noisier than compute
+PREFLIGHT_GPU_FLOOR_SHARE = 0.4
+PREFLIGHT_BUS_FLOOR_SHARE = 0.15
+PREFLIGHT_SECONDS = 180
+# Network bandwidth, Gbit/s, as EC2 publishes it for each type (EFA's where it has EFA).
+NETWORK_GBPS = {"p3.2xlarge": 10, "p3.8xlarge": 10, "p3.16xlarge": 25, "p3dn.24xlarge": 100,
+                "p4d.24xlarge": 400, "p5.48xlarge": 3200, "g5.12xlarge": 40,
+                "g5.48xlarge": 100}
+
+
+def preflight_thresholds(instance: InstanceType) -> dict[str, float | int | str]:
+    """The pre-flight check's thresholds for a job on ``instance`` (the trainer's
+    ``TRAINGRID_PREFLIGHT``, JSON)."""
+    return {
+        "instance_type": instance.name,
+        "min_share": PREFLIGHT_MIN_SHARE,
+        "min_read_share": PREFLIGHT_MIN_READ_SHARE,
+        "min_images_per_s": round(instance.gpu_images_per_s * PREFLIGHT_GPU_FLOOR_SHARE),
+        "min_bus_gb_s": round(NETWORK_GBPS[instance.name] / 8 * PREFLIGHT_BUS_FLOOR_SHARE, 2),
+        "seconds": PREFLIGHT_SECONDS,
+    }
+
+
 # What a job may ask of a node. Batch registers less memory than is installed (the kernel's and
 # the platform's share: an m4.large's 8,192 MiB register as 7,985, 97.5%), and its AMI keeps
 # 32 MiB more for the ECS agent; AWS recommends leaving a 5% buffer. A job asking for more than

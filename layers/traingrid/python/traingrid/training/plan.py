@@ -6,6 +6,7 @@ Pure: no AWS calls. The caller measures the dataset and passes the time.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from traingrid.training.attempts import first_attempt
 from traingrid.training.catalog import (
     INSTANCE_TYPES,
     is_valid_capacity,
+    preflight_thresholds,
     resource_requirements,
     round_up_capacity,
 )
@@ -156,6 +158,8 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         # torchrun's elastic range (--nnodes=MIN:MAX) and which attempt this job is.
         "TRAINGRID_MIN_NODES": str(min_nodes(request)),
         "TRAINGRID_ATTEMPT": "1",
+        # The trainer's pre-flight check and its thresholds for the instance type.
+        "TRAINGRID_PREFLIGHT": json.dumps(preflight_thresholds(instance), sort_keys=True),
     } | ({"TRAINGRID_PRELOAD_DIR": FSX_MOUNT_POINT} if request.fsx.preload else {})
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from traingrid import clock
 from traingrid.aws import fsx, s3
+from traingrid.errors import AwsServiceError, ResourceNotFound
 from traingrid.training import attempts, waits
 from traingrid.training.archive import file_system_path, outputs_of
 from traingrid.training.plan import FSX_MOUNT_POINT
@@ -45,7 +46,20 @@ def next_attempt(event: NextAttemptEvent) -> PlanJob:
     keys = [o["key"] for o in s3.objects_under(archive["bucket"], prefix)]
     newest = attempts.newest_checkpoint(keys, prefix)
     checkpoint = f"{FSX_MOUNT_POINT}/{file_system_path(archive, newest)}" if newest else None
-    return attempts.next_attempt(event["plan_job"], event["job"], checkpoint)
+    job = event["job"]
+    if job.get("exit_code") == attempts.EXIT_PREFLIGHT:
+        job = {**job, "preflight": preflight_cause(archive["bucket"], outputs_of(archive))}
+    return attempts.next_attempt(event["plan_job"], job, checkpoint)
+
+
+def preflight_cause(bucket: str, outputs: str) -> str | None:
+    """The pre-flight check's verdict the job exported to S3 on its way out, if it got there."""
+    try:
+        document = s3.get_json(bucket, f"{outputs}{attempts.PREFLIGHT_FILE}").document
+    except (ResourceNotFound, AwsServiceError, ValueError):
+        return None  # the attempt's reason then names the exit code alone
+    cause = document.get("cause") if isinstance(document, dict) else None
+    return cause[:1000] if isinstance(cause, str) else None
 
 
 def artifacts_location(plan: RunPlan, file_system: FileSystemState) -> str:

@@ -66,7 +66,11 @@ def test_a_run_submitted_over_the_api_is_listed_then_seen_through_to_succeeded(h
     expect(page.locator("#failure")).to_have_count(0)
     expect(page.locator("#log")).to_contain_text("exit code 0")
     expect(page.locator("#timeline tr[data-state='Plan']")).to_contain_text("succeeded")
-    expect(page.get_by_text("at most (training limit)")).to_be_visible()
+    expect(page.get_by_text("estimate: at most (training limit)")).to_be_visible()
+    # What it cost, from the API's receipt, above the estimate.
+    spent = page.locator("table.facts tr", has=page.get_by_text("spent", exact=True))
+    expect(spent).to_contain_text("$")
+    assert run["cost"]["actual"]["total"] > 0 and not run["cost"]["in_flight"]
     page.screenshot(path=ARTIFACTS / "training-run-succeeded.png", full_page=True)
 
 

@@ -195,7 +195,17 @@ function cost(run) {
     max_usd: "at most (training limit)", usd_per_hour: "all regions per hour",
     estimated_usd: "expected in all",
   };
-  return facts(Object.entries(run.estimate).map(([k, v]) => [names[k] || k, usd(v)]));
+  // What it has cost (the API's receipt), then what its plan estimated.
+  const spent = [];
+  if (run.cost) {
+    const actual = run.cost.actual;
+    spent.push([run.cost.in_flight ? "spent so far" : "spent", usd(actual.total)],
+      ["compute", usd(actual.compute)], ["file system", usd(actual.file_system)],
+      ["orchestration", usd(actual.orchestration)]);
+    if (actual.staging) spent.push(["staging", usd(actual.staging)]);
+  }
+  return facts(spent.concat(Object.entries(run.estimate).map(([k, v]) => [
+    `estimate: ${names[k] || k}`, usd(v)])));
 }
 
 function regionJobs(run) {
@@ -244,7 +254,7 @@ function showRun(name, gen) {
     parts.jobs,
     el("div", { class: "columns" },
       el("div", {}, el("section", {}, el("h2", {}, "Graph"), legend, parts.graph)),
-      el("div", {}, el("section", {}, el("h2", {}, "Cost estimate"), parts.cost),
+      el("div", {}, el("section", {}, el("h2", {}, "Cost"), parts.cost),
         el("section", {}, el("h2", {}, "Timeline"), parts.timeline),
         el("section", {}, el("h2", {}, "Training log"), parts.log),
         el("section", {}, el("h2", {}, "Where"), parts.links))));

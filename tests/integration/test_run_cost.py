@@ -58,3 +58,33 @@ def test_a_lost_nodes_attempt_is_on_the_runs_receipt(run_scenario):
     assert record["cost"]["actual"]["compute"] == cost["actual"]["compute"]
     assert float(record["cost_usd"]) == record["cost"]["actual"]["total"] > 0
     assert_adds_up(record["cost"])
+
+
+def test_a_fanouts_receipt_prices_each_regions_billable_time_and_its_staging(run_campaign):
+    from traingrid.db.engine import transaction
+    from traingrid.db.models import RegionPrice
+
+    outcome = run_campaign("sagemaker-capacity")
+    (execution,) = outcome.report["executions"]
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    cost = execution["cost"]
+    run_cost_schema().validate(cost)
+    assert_adds_up(cost)
+    assert cost["estimate"]["estimated_usd"] > 0
+    lines = {line["item"].split()[1]: line for line in cost["lines"]
+             if line["item"].startswith("SageMaker ")}
+    assert len(lines) == len(execution["jobs"]) == 4
+    with transaction(outcome.deployment.database_url) as session:
+        for job in execution["jobs"]:
+            ran = outcome.emulator.client("sagemaker", job["region"]).describe_training_job(
+                TrainingJobName=job["job_name"])
+            price = session.get(RegionPrice, (job["region"], "ml.p3.16xlarge"))
+            line = lines[job["job_name"]]
+            assert line["quantity"] == round(
+                10 * ran["BillableTimeInSeconds"] / 3600, 6), line
+            assert line["unit_usd"] == float(price.on_demand_usd_per_hour)
+            assert "BillableTimeInSeconds" in line["source"]
+    (moved,) = [job for job in execution["jobs"] if job["staged_bytes"]]
+    (staging,) = [line for line in cost["lines"] if line["part"] == "staging"]
+    assert staging["item"].startswith(f"{moved['requested_region']} → {moved['region']}")
+    assert "transfer_usd_per_gb" in staging["source"]

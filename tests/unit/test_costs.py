@@ -142,3 +142,21 @@ def test_the_record_step_prices_what_the_state_measured():
     early = run_cost({"plan": plan([{"attempt": 1, "nodes": 20, "reason": "first attempt"}])})
     assert early["actual"]["total"] == 0
     assert_adds_up(early)
+
+
+def test_sagemaker_bills_its_billable_seconds_and_says_what_spot_saved():
+    price = prices.Price(28.152, "instance-hour", "region_prices")
+    usage = receipt.Usage(fanout=True, transitions=10, lambda_invocations=2, sagemaker=[
+        receipt.SageMakerUse("us-west-2", "job-1", "ml.p3.16xlarge", 10, 1800, 3600, price)],
+        staging=[receipt.StagingUse("us-west-2 → us-east-1", 5 * 10**9,
+                                    prices.INTER_REGION_TRANSFER)])
+    cost = receipt.receipt(usage, None)
+    sagemaker = cost["lines"][2]
+    assert sagemaker["amount"] == round(10 * 0.5 * 28.152, 6)
+    assert "billed 1800 of 3600 s (managed spot saved 50%)" in sagemaker["item"]
+    assert cost["actual"]["staging"] == 0.1  # 5 GB at $0.02
+    assert_adds_up(cost)
+    # Without their jobs looked up, the receipt says the SageMaker time is not in it.
+    unknown = receipt.receipt(receipt.fanout_usage([], {"jobs": []}, False), None)
+    assert [line["item"] for line in unknown["lines"] if line["quantity"] is None] == [
+        "SageMaker training jobs"]

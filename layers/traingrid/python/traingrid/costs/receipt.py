@@ -47,6 +47,26 @@ class FileSystemUse:
     source: str
 
 
+@dataclass(frozen=True)
+class SageMakerUse:
+    """A region's SageMaker training job as DescribeTrainingJob reports it once it ends."""
+
+    region: str
+    job_name: str
+    instance_type: str
+    instance_count: int
+    billable_s: int
+    training_s: int
+    price: prices.Price  # the campaign database's on-demand price in that region
+
+
+@dataclass(frozen=True)
+class StagingUse:
+    what: str
+    bytes: int
+    price: prices.Price
+
+
 @dataclass
 class Usage:
     """What a run used, as far as it is known."""
@@ -57,8 +77,9 @@ class Usage:
     transitions: int | None = None
     lambda_invocations: int | None = None
     orchestration_source: str = "the execution's history (GetExecutionHistory)"
-    staged_bytes: int = 0
-    transfer: prices.Price = prices.INTER_REGION_TRANSFER
+    fanout: bool = False
+    sagemaker: list[SageMakerUse] | None = None  # a fan-out's regions' jobs; None: not known
+    staging: list[StagingUse] = field(default_factory=list)
     in_flight: bool = False
 
 
@@ -109,10 +130,21 @@ def receipt(usage: Usage, estimate: dict[str, Any] | None) -> dict[str, Any]:
             line = _line("orchestration", f"{count} {what}", count, unit_price)
             lines.append(line | {"source": f"counted in {usage.orchestration_source}; "
                                             f"{unit_price.source}"})
-    if usage.staged_bytes:
-        gb = usage.staged_bytes / 1e9
-        lines.append(_line("staging", f"{gb:.3f} GB copied between regions", gb,
-                           usage.transfer))
+    if usage.fanout and usage.sagemaker is None:
+        lines.append(_unpriced("compute", "SageMaker training jobs", "not looked up here: "
+                               "each region's DescribeTrainingJob BillableTimeInSeconds"))
+    for job in usage.sagemaker or []:
+        saved = 1 - job.billable_s / job.training_s if job.training_s else 0.0
+        item = (f"SageMaker {job.job_name} in {job.region}: {job.instance_count} × "
+                f"{job.instance_type}, billed {job.billable_s} of {job.training_s} s "
+                f"(managed spot saved {saved:.0%})")
+        line = _line("compute", item, job.instance_count * job.billable_s / 3600, job.price)
+        lines.append(line | {"source": "DescribeTrainingJob BillableTimeInSeconds × "
+                                       f"InstanceCount; {job.price.source}"})
+    for staged in usage.staging:
+        gb = staged.bytes / 1e9
+        lines.append(_line("staging", f"{staged.what}: {gb:.3f} GB copied between regions",
+                           gb, staged.price))
     parts = {part: sum((line["amount"] for line in lines if line["part"] == part), Decimal(0))
              for part in PARTS}
     total = sum(parts.values(), Decimal(0))
@@ -230,10 +262,12 @@ def from_history(events: list[dict[str, Any]], ended_at: datetime, running: bool
 
 
 def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Usage:
-    """What a CampaignFanout's orchestration and staging used. Its regions' SageMaker time is
-    not in this receipt (their jobs' BillableTimeInSeconds are not kept with the run yet)."""
+    """What a CampaignFanout's orchestration and staging used (at the table's transfer price).
+    Its regions' SageMaker time is added by a caller that can describe their jobs."""
     jobs = output.get("jobs") if isinstance(output, dict) else None
-    staged = sum(_count(j.get("staged_bytes")) for j in jobs or [] if isinstance(j, dict))
+    staging = [StagingUse(f"{j.get('requested_region')} → {j.get('region')}",
+                          _count(j.get("staged_bytes")), prices.INTER_REGION_TRANSFER)
+               for j in jobs or [] if isinstance(j, dict) and _count(j.get("staged_bytes"))]
     return Usage(transitions=sum(1 for e in events if e["type"].endswith("StateEntered")),
                  lambda_invocations=sum(1 for e in events if _is_lambda(e)),
-                 staged_bytes=staged, in_flight=running)
+                 staging=staging, in_flight=running, fanout=True)

@@ -41,7 +41,7 @@ help:
 	@echo "make bench-gpu       images/s per GPU and NCCL all-reduce bandwidth (on a GPU machine)"
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
-	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K)"
+	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K, SLOW_RANK=K)"
 	@echo "make push-images     build both images once; node image to HOME_REGION, SageMaker's to REGIONS"
 	@echo "make notebook-check  run examples/inspect-runs.ipynb headless on the embedded emulator"
 

@@ -13,12 +13,16 @@ Two jobs run: the trainer's ``--synthetic`` mode (64 pixels, a few steps), then 
 TFRecords at 224 pixels with the trainer's default data loader workers (which hand their
 batches over through ``/dev/shm``), batch and epochs from the job's environment. The last line
 printed is one JSON object (nodes, world_size, images_per_s, allreduce_ok, ..., rig, shm_mib).
-``FAIL_RANK=K`` makes rank K exit 3: the smoke then exits 3 and names the rank.
+``FAIL_RANK=K`` makes rank K exit 3: the smoke then exits 3 and names the rank. Every rank
+runs the trainer's pre-flight check first (the plan's ``TRAINGRID_PREFLIGHT``);
+``SLOW_RANK=K`` slows rank K's training steps tenfold: its check then names that node and rank
+with its figure, and the smoke exits 75 as the job would.
 
 What the rig changes in the job's environment, because this machine is not AWS: ``JOB_DIR``
 (the sample shards), ``OUTPUT_DIR`` and the host file (the work directory), no
 ``TRAINGRID_EXPORT_DIR`` (no Lustre), ``MPI_GPUS`` (CPU nodes: one slot each), one OpenMP
-thread per rank, and the rendezvous timeout.
+thread per rank, the rendezvous timeout, and the pre-flight check's thresholds: the ranks
+against each other only (a CPU is far below the instance type's GPU floors), a small budget.
 """
 
 from __future__ import annotations
@@ -42,8 +46,13 @@ from netns_rig import NetnsRig, RigError
 from sample_data import write_shards
 
 from traingrid_node.metrics import METRICS_FILE, problems
+from traingrid_node.preflight import PREFLIGHT_FILE
+from traingrid_node.status import EXIT_PREFLIGHT
 
 HERE = Path(__file__).resolve().parent
+PREFLIGHT = re.compile(r"pre-flight check failed: ([^\n]*?); exiting")
+# The rig's CPU ranks judged against each other only, with a small all-reduce and read probe.
+RIG_PREFLIGHT = {"steps": 2, "allreduce_mib": 4, "read_mb": 16, "seconds": 60}
 FAILED_RANK = re.compile(r"failing as asked \(--fail_rank (\d+)\)|rank (\d+) with PID")
 SHARED_MEMORY = re.compile(r"\[traingrid node 0\] shared memory /dev/shm: (\d+) MiB")
 INTERFACE = re.compile(r"\[traingrid node 0\] this node is (\S+) on (\S+)")
@@ -79,7 +88,7 @@ def default_loader_workers() -> int:
 
 
 def node_env(job: dict[str, Any], index: int, nodes: int, run: Path,
-             main_address: str, data: Path) -> dict[str, str]:
+             main_address: str, data: Path, slow_rank: int | None = None) -> dict[str, str]:
     """What AWS Batch gives node ``index``: the image's variables, the job's, its own."""
     env = {
         # The image's ENV (containers/mnp/Dockerfile), with this machine's Python first.
@@ -111,13 +120,16 @@ def node_env(job: dict[str, Any], index: int, nodes: int, run: Path,
         "MPI_GPUS": str(nodes),
         "TRAINGRID_GPUS": "0",  # a CPU node: one slot
         "TRAINGRID_RENDEZVOUS_TIMEOUT": "120",
+        "TRAINGRID_PREFLIGHT": json.dumps(RIG_PREFLIGHT),
         "EXTRA_MPI_PARAMS": f"{env.get('EXTRA_MPI_PARAMS', '')} -x OMP_NUM_THREADS=1".strip(),
     })
+    if slow_rank is not None:
+        env["TRAINGRID_PREFLIGHT_SLOW_RANK"] = str(slow_rank)
     return env
 
 
 def run_job(rig: NetnsRig, job: dict[str, Any], run: Path, data: Path, trainer_args: list[str],
-            timeout: float) -> tuple[int, str]:
+            timeout: float, slow_rank: int | None = None) -> tuple[int, str]:
     """One job on every node; returns the main node's status and every node's log. Whatever
     the nodes leave running (sshd) is stopped, as when a job's containers end."""
     run.mkdir(parents=True)
@@ -125,7 +137,8 @@ def run_job(rig: NetnsRig, job: dict[str, Any], run: Path, data: Path, trainer_a
     command = [sys.executable, "-m", "traingrid_node", *job["command"], *trainer_args]
     try:
         for node in rig.nodes:
-            env = node_env(job, node.index, len(rig.nodes), run, rig.nodes[0].address, data)
+            env = node_env(job, node.index, len(rig.nodes), run, rig.nodes[0].address, data,
+                           slow_rank)
             with (run / f"node-{node.index}.log").open("w") as log:
                 nodes.append(subprocess.Popen(rig.command(node, command), env=env, stdout=log,
                                               stderr=subprocess.STDOUT, cwd=run,
@@ -155,8 +168,22 @@ def metrics_of(run: Path) -> dict[str, Any]:
     return metrics
 
 
+def preflight_of(run: Path) -> dict[str, Any] | None:
+    """The pre-flight check's summary from the job's preflight.json, if it ran."""
+    path = run / "output" / PREFLIGHT_FILE
+    if not path.exists():
+        return None
+    document = json.loads(path.read_text())
+    return {key: document[key] for key in ("passed", "median_images_per_s",
+                                           "allreduce_bus_gb_s", "seconds")}
+
+
 def failed(status: int, logs: str, name: str) -> int:
     sys.stderr.write(logs)
+    if status == EXIT_PREFLIGHT and (verdict := PREFLIGHT.search(logs)):
+        say(f"{name} failed its pre-flight check: {verdict.group(1)}; mpirun and the main node "
+            f"exited {status}")
+        return status
     ranks = sorted({int(a or b) for a, b in FAILED_RANK.findall(logs)})
     which = f"rank {', '.join(map(str, ranks))}" if ranks else "a rank"
     say(f"{name} failed: {which} exited; mpirun and the main node exited {status}")
@@ -194,7 +221,8 @@ def smoke(args: argparse.Namespace, rig: NetnsRig, job: dict[str, Any], work: Pa
                  "--loader_workers", "0"]
     if args.fail_rank is not None:
         synthetic += ["--fail_rank", str(args.fail_rank)]
-    status, logs = run_job(rig, job, work / "synthetic", data, synthetic, args.timeout)
+    status, logs = run_job(rig, job, work / "synthetic", data, synthetic, args.timeout,
+                           args.slow_rank)
     if args.verbose:
         sys.stderr.write(logs)
     if status:
@@ -241,6 +269,7 @@ def smoke(args: argparse.Namespace, rig: NetnsRig, job: dict[str, Any], work: Pa
         "ecs_eth0_tx_packets": sum(ecs.values()),
         "rig": "netns",
         "shm_mib": shm_mib,
+        "preflight": preflight_of(work / "synthetic"),
     }))
     return 0
 
@@ -265,6 +294,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per job")
     raw_fail = os.environ.get("FAIL_RANK", "").strip()
     parser.add_argument("--fail-rank", type=int, default=int(raw_fail) if raw_fail else None)
+    raw_slow = os.environ.get("SLOW_RANK", "").strip()
+    parser.add_argument("--slow-rank", type=int, default=int(raw_slow) if raw_slow else None,
+                        help="slow this rank's training steps: its pre-flight check fails")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--verbose", action="store_true", help="print the nodes' logs")
     args = parser.parse_args()

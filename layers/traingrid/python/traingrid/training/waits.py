@@ -116,7 +116,9 @@ AFTER_TERMINATE_WAIT_S = 300
 # While a job waits for nodes, it is checked this often for AWS's word that none will come
 # (training/capacity.py), for its first CAPACITY_WATCH_S in the queue: EC2 says it within a
 # minute or two of the group's launch, and a job still queued after that waits as before.
-CAPACITY_CHECK_S = 60
+# 90 s decides within 5 minutes of submission and costs a job that gets its nodes in the
+# usual two or three minutes one or two checks (a wait's timeout each, no polling loop).
+CAPACITY_CHECK_S = 90
 CAPACITY_WATCH_S = 15 * 60
 
 

@@ -160,3 +160,22 @@ def test_sagemaker_bills_its_billable_seconds_and_says_what_spot_saved():
     unknown = receipt.receipt(receipt.fanout_usage([], {"jobs": []}, False), None)
     assert [line["item"] for line in unknown["lines"] if line["quantity"] is None] == [
         "SageMaker training jobs"]
+
+
+def test_the_apis_view_of_a_run_in_flight_costs_it_so_far():
+    from traingrid.runs import view
+
+    running_state = {"plan": plan(NODE_LOST), "file_system": {"id": "fs-1"},
+                     "job": {"id": "job-2", "status": "RUNNING", "running_s": 600}}
+    events = [event("TaskStateEntered", 0, "CreateFileSystem", input={}),
+              event("TaskStateEntered", 1800, "AwaitTrainingJob", input=running_state)]
+    described = {"status": "RUNNING", "name": "r", "startDate": T0,
+                 "executionArn": "arn:aws:states:us-east-1:1:execution:m:r"}
+    cost = view.cost(view.TRAINING_RUN, described, events, {"max_usd": 9.0},
+                     lambda a, b: 3600.0)
+    assert cost["in_flight"] and cost["estimate"] == {"max_usd": 9.0}
+    assert [line["item"].endswith("so far (job job-2)") for line in cost["lines"]
+            if line["part"] == "compute"] == [False, True]
+    fs = next(line for line in cost["lines"] if line["part"] == "file_system")
+    assert fs["quantity"] == 1200.0 and "still up" in fs["source"]
+    assert_adds_up(cost)

@@ -9,7 +9,9 @@ A run may make up to ``max_attempts`` Batch jobs on the same file system:
   scales the learning rate with the smaller global batch (linear scaling rule).
 - **Infrastructure** (the host went away — instance terminated, Spot reclaimed — so the
   container ended with no exit code, or a node's entrypoint failed to mount the file system,
-  meet the other nodes, stay in touch with the main node or see its EFA devices): the same
+  meet the other nodes, stay in touch with the main node or see its EFA devices, or the
+  trainer's pre-flight check found a node far below the others, exit 75, whose verdict
+  ``steps.next_attempt`` reads from the job's ``preflight.json``): the same
   nodes again. The trainer resumes from the newest checkpoint on the file system; the attempt
   records the newest that had reached S3 (the trainer archives each as it writes it), which is
   that one unless a newer one was still being archived.

@@ -41,8 +41,9 @@ def reconcile(table: str, fallback_s: int) -> list[dict[str, Any]]:
     woken = []
     for wait, state in ended(parked, descriptions, fallback_s):
         result = completion.wake(wait, state, table)
-        logger.info(f"janitor: woke the wait for job {wait.job_id}, which is {state.status} "
-                    "(its event did not)", extra={"outcome": result["outcome"]})
+        # "completed": its event was lost; "stale-token": the execution had moved on already.
+        logger.info(f"janitor: job {wait.job_id} ended {state.status}: its wait "
+                    f"{result['outcome']}", extra={"outcome": result["outcome"]})
         woken.append({"job_id": wait.job_id, "status": state.status,
                       "outcome": result["outcome"]})
     if woken:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from tests.integration.iam import missing_permissions
 from traingrid_local.environment import DEMO_BUCKET
 
 FIGURE = "node 10.20.0.20 (rank 80): 125 images/s, median 625: below 50%"
@@ -32,4 +33,8 @@ def test_a_slow_node_fails_the_pre_flight_and_the_next_attempt_succeeds(run_scen
     assert record["status"] == "SUCCEEDED"
     assert [a["reason"] for a in record["attempts"]] == ["first attempt", first["outcome"]]
     assert outcome.report["leaked_resources"] == []
+    # NextAttempt read the verdict with its own role's s3:GetObject.
+    next_attempt = outcome.stack.resources["NextAttemptFunction"]
+    assert any("GetObject" in op for op in outcome.calls[next_attempt]), outcome.calls
+    assert missing_permissions(outcome.stack, outcome.calls) == []
     assert outcome.emulator.client("fsx").describe_file_systems()["FileSystems"] == []

@@ -67,6 +67,11 @@ SCENARIOS: dict[str, Scenario] = {
         description="only 8 nodes can be had for a run of 20 (min_nodes 4): it shrinks to 10, "
                     "then 5, and trains on 5"),
     "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
+    "vcpu-quota": Scenario(
+        frozenset({"vcpu-quota"}), {"training": "SUCCEEDED"},
+        request={"nodes": 20, "min_nodes": 4},
+        description="the account's vCPU limit (512) holds 8 p3.16xlarge: a run of 20 is told "
+                    "VcpuLimitExceeded within minutes, shrinks to 10, then 5, and trains on 5"),
     "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
     "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),
     "throttling": Scenario(frozenset({"throttling"}),

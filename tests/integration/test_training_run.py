@@ -185,6 +185,21 @@ def test_a_run_without_capacity_for_its_nodes_shrinks_and_trains_on_what_it_gets
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
 
+def test_a_run_over_the_accounts_vcpu_limit_is_told_so_and_shrinks_within_minutes(run_scenario):
+    outcome = run_scenario("vcpu-quota")
+    execution = outcome.execution
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    assert [a["nodes"] for a in execution["attempts"]] == [20, 10, 5]
+    assert re.fullmatch(r"no capacity \(VcpuLimitExceeded\): waited [1-5] min in the queue on 10 "
+                        r"nodes; shrunk to 5", execution["attempts"][2]["reason"])
+    batch = outcome.emulator.client("batch")
+    queue = outcome.stack.outputs["TrainingJobQueueArn"]
+    stopped = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
+    assert len(stopped) == 2 and all(decided_within_minutes(batch, j) <= 5 for j in stopped)
+    assert outcome.record["nodes_used"] == 5
+    assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
+
+
 def test_a_manifest_overrides_the_scenarios_request(run_scenario):
     outcome = run_scenario("capacity-shrink", manifest={"min_nodes": 12})
     execution = outcome.execution

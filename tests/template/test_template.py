@@ -45,6 +45,9 @@ UNSCOPED_ACTIONS = {
     "ecr:GetAuthorizationToken", "cloudwatch:PutMetricData",
     # A task token is its own scope: SendTaskSuccess has no resource-level permissions.
     "states:SendTaskSuccess",
+    # A queued job's capacity (training/capacity.py): none has resource-level permissions.
+    "batch:DescribeJobQueues", "batch:DescribeComputeEnvironments",
+    "autoscaling:DescribeScalingActivities",
 }
 
 

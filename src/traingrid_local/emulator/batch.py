@@ -14,7 +14,8 @@ job is terminated after some training: the job FAILS with no exit code and only 
 written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
 never placed, as is one asking a node for more memory than it registers, or under
 ``capacity-8-nodes`` for more than 8 nodes: then EC2's InsufficientInstanceCapacity shows in
-the compute environment's scaling activities, :mod:`.capacity`), ``slow-node`` (a run's first
+the compute environment's scaling activities, :mod:`.capacity`; under ``vcpu-quota`` for more
+vCPUs than the account's limit, VcpuLimitExceeded), ``slow-node`` (a run's first
 job: the trainer's pre-flight check names a slow node and the job exits 75 before training),
 and ``lost-events`` (no
 state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the
@@ -59,6 +60,7 @@ BUS_ERROR_AFTER_SECONDS = 90  # the first real step, once the loaders have fille
 MAIN_NODE_EXIT_CODE = 1
 LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
 CAPACITY_NODES = 8  # all the capacity-8-nodes fault lets a job have
+VCPU_LIMIT = 512  # the vcpu-quota fault's account limit (8 × p3.16xlarge)
 
 
 def _ms(moment: datetime) -> int:
@@ -248,6 +250,12 @@ def registered_memory_mib(instance_type: str) -> int | None:
     return int(installed * REGISTERED_MEMORY_SHARE) - ECS_AGENT_RESERVED_MIB
 
 
+def instance_vcpus(instance_type: str | None) -> int:
+    """A node's vCPUs, as EC2 counts them against the account's limit."""
+    info = INSTANCE_TYPES.get(instance_type or "", {}).get("VCpuInfo", {})
+    return int(info.get("DefaultVCpus", 0))
+
+
 def fits_a_node(instance_type: str | None, requirements: list[dict[str, str]] | None) -> bool:
     """Whether a node of this type can take the job's memory; one that cannot is never
     placed, and the job waits in RUNNABLE."""
@@ -318,7 +326,9 @@ def _submitjob(previous: Any) -> Any:
         num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
         command = list(_container_value(definition, overrides, "command") or [])
         linux = _container_value(definition, overrides, "linuxParameters") or {}
-        no_capacity = (faults.CURRENT.on("stuck-runnable")
+        over_quota = (faults.CURRENT.on("vcpu-quota")
+                      and num_nodes * instance_vcpus(instance_type) > VCPU_LIMIT)
+        no_capacity = (faults.CURRENT.on("stuck-runnable") or over_quota
                        or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
@@ -337,7 +347,8 @@ def _submitjob(previous: Any) -> Any:
             training_seconds=training_seconds(environment),
         )
         if no_capacity:  # EC2 says so to the compute environment's group, as on AWS
-            capacity.no_capacity(job, job.simulated.runnable_at(), instance_type, num_nodes)
+            capacity.no_capacity(job, job.simulated.runnable_at(), instance_type, num_nodes,
+                                 vcpu_limit=VCPU_LIMIT if over_quota else None)
         _announce_changes(job)
         return result
 

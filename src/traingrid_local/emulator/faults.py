@@ -24,6 +24,8 @@ FAULTS: dict[str, str] = {
                  "trainer's pre-flight check names it and the job exits 75 before training",
     "capacity-8-nodes": "no more than 8 nodes can be had: a job asking for more stays RUNNABLE",
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
+    "vcpu-quota": "the account's vCPU limit is 512: a job asking for more vCPUs stays RUNNABLE "
+                  "and its compute environment's launch fails VcpuLimitExceeded",
     "export-failed": "S3 refuses the file system's exports: on the job's exit and the export task",
     "throttling": "the first calls of every FSx and Batch operation are throttled",
     "lost-events": "Batch job state-change events are never delivered",

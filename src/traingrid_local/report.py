@@ -156,11 +156,14 @@ def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str) -> dic
 
 def run_cost(emulator: Emulator, pipeline: str, described: dict[str, Any],
              events: list[dict[str, Any]], output: Any) -> dict[str, Any]:
-    """The run's receipt as GET /runs/{name} gives it, its history's times measured on the
-    simulated clock (Step Functions stamps them in real time)."""
+    """The run's receipt as GET /runs/{name} gives it (each attempt's time from Batch's
+    DescribeJobs), its history's times measured on the simulated clock (Step Functions stamps
+    them in real time)."""
     plan = latest_state(events).get("plan") or {}
+    batch = emulator.client("batch")
     return view.cost(pipeline, described, events, view.estimate(pipeline, output, plan),
-                     emulator.simulated_seconds)
+                     emulator.simulated_seconds,
+                     lambda ids: batch.describe_jobs(jobs=ids)["jobs"])
 
 
 def _tags(fs: dict[str, Any]) -> dict[str, str]:

@@ -179,3 +179,18 @@ def test_the_apis_view_of_a_run_in_flight_costs_it_so_far():
     fs = next(line for line in cost["lines"] if line["part"] == "file_system")
     assert fs["quantity"] == 1200.0 and "still up" in fs["source"]
     assert_adds_up(cost)
+
+
+def test_batchs_own_timestamps_replace_what_the_run_measured():
+    # A stopped run's state still says the job had not started; Batch knows it ran 30 min.
+    used = receipt.attempts_used(plan(NODE_LOST)["job"],
+                                 {"id": "job-2", "status": "STARTING", "running_s": 0})
+    described = [{"jobId": "job-1", "startedAt": 1_000_000, "stoppedAt": 2_200_000},
+                 {"jobId": "job-2", "startedAt": 5_000_000, "stoppedAt": 6_800_000}]
+    usage = receipt.with_batch_times(receipt.Usage("p3.16xlarge", used), described, 9_000_000)
+    assert [(a.seconds, a.running) for a in usage.attempts] == [(1200, False), (1800, False)]
+    assert usage.attempts[1].source == receipt.BATCH_TIMES
+    running = receipt.with_batch_times(receipt.Usage("p3.16xlarge", used), [
+        {"jobId": "job-2", "startedAt": 5_000_000}], 5_600_000)
+    assert [(a.seconds, a.running) for a in running.attempts] == [(1200, False), (600, True)]
+    assert "as the run measured it" in running.attempts[0].source  # Batch no longer has it

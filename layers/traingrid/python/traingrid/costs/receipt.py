@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -35,6 +35,7 @@ class AttemptUse:
     seconds: int
     job_id: str | None
     running: bool = False
+    source: str = BATCH_TIMES + " (as the run measured it)"
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def receipt(usage: Usage, estimate: dict[str, Any] | None) -> dict[str, Any]:
                                                     f"prices version {prices.VERSION}"))
             continue
         line = _line("compute", item, a.nodes * a.seconds / 3600, price)
-        lines.append(line | {"source": f"{BATCH_TIMES} × nodes; {price.source}"})
+        lines.append(line | {"source": f"{a.source} × nodes; {price.source}"})
     fs = usage.file_system
     if fs is not None:
         gb_hour = prices.file_system_gb_hour(fs.deployment_type, fs.per_unit_mb_s)
@@ -184,6 +185,25 @@ def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[Atte
             used.append(AttemptUse(_count(a.get("attempt")), nodes,
                                    _count(job.get("running_s")), job.get("id"), running))
     return used
+
+
+def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int) -> Usage:
+    """Each attempt's time from its job's own DescribeJobs entry (``startedAt`` to
+    ``stoppedAt``, or now while it runs): what the run measured stops when the run stops
+    watching (a stopped run's job runs on until it is terminated). Jobs Batch no longer
+    reports keep what the run measured."""
+    jobs = {job.get("jobId"): job for job in described}
+    attempts = []
+    for a in usage.attempts:
+        job = jobs.get(a.job_id)
+        if job is None:
+            attempts.append(a)
+            continue
+        started, stopped = job.get("startedAt"), job.get("stoppedAt")
+        seconds = max(0, ((stopped or now_ms) - started) // 1000) if started else 0
+        attempts.append(replace(a, seconds=seconds, running=bool(started and not stopped),
+                                source=BATCH_TIMES))
+    return replace(usage, attempts=attempts)
 
 
 def _file_system(plan: dict[str, Any], state: dict[str, Any], seconds: float, source: str

@@ -43,7 +43,8 @@ class RunReader:
     def describe(self, name: str) -> dict[str, Any]:
         pipeline, description = self.find(name)
         events = stepfunctions.execution_history(description["executionArn"])
-        return run_view(pipeline, description, events, self.settings.data_bucket)
+        return run_view(pipeline, description, events, self.settings.data_bucket,
+                        batch.describe_jobs)
 
     def recent(self, limit: int, cursor: str | None = None, pipeline: str | None = None,
                status: str | None = None) -> dict[str, Any]:

@@ -133,25 +133,35 @@ def estimate(pipeline: str, output: Any, plan: dict[str, Any]) -> dict[str, Any]
             "estimated_usd": round(sum(j.get("estimated_usd", 0) for j in planned), 2)}
 
 
+DescribeJobs = Callable[[list[str]], list[dict[str, Any]]]
+
+
 def _real_seconds(start: datetime, end: datetime) -> float:
     return (end - start).total_seconds()
 
 
 def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
          estimated: dict[str, Any] | None,
-         seconds: Callable[[datetime, datetime], float] = _real_seconds) -> dict[str, Any]:
-    """What the run has cost so far (``costs.receipt``), beside its estimate."""
+         seconds: Callable[[datetime, datetime], float] = _real_seconds,
+         describe_jobs: DescribeJobs | None = None) -> dict[str, Any]:
+    """What the run has cost so far (``costs.receipt``), beside its estimate; with
+    ``describe_jobs`` (Batch's DescribeJobs), each attempt's time from its job's own
+    timestamps."""
     running = description["status"] == "RUNNING"
     ended = description.get("stopDate") or clock.service_now()
     if pipeline == TRAINING_RUN:
         usage = receipt.from_history(events, ended, running, seconds)
+        job_ids = [a.job_id for a in usage.attempts if a.job_id]
+        if describe_jobs is not None and job_ids:
+            usage = receipt.with_batch_times(usage, describe_jobs(job_ids),
+                                             int(clock.now().timestamp() * 1000))
     else:
         usage = receipt.fanout_usage(events, _json(description.get("output")), running)
     return receipt.receipt(usage, estimated)
 
 
 def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
-             data_bucket: str) -> dict[str, Any]:
+             data_bucket: str, describe_jobs: DescribeJobs | None = None) -> dict[str, Any]:
     """Everything about one run: status, where it is, how long each state took, why it failed
     and where its results are."""
     view = summary(pipeline, description)
@@ -171,7 +181,8 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "by_state": by_state(found, description["status"]),
         "estimate": estimate(pipeline, output, plan),
     }
-    view["cost"] = cost(pipeline, description, events, view["estimate"])
+    view["cost"] = cost(pipeline, description, events, view["estimate"],
+                        describe_jobs=describe_jobs)
     if pipeline == CAMPAIGN_FANOUT:
         view["jobs"] = region_jobs(output, events, plan.get("jobs", []))
     if earlier:

@@ -10,7 +10,8 @@ Writes ``bench/results.json`` and prints a table:
   exports its outputs before it ends; the run verifies them in S3 and deletes at once; with
   events lost, the janitor's passes, on its schedule, wake the runs);
 - ``capacity_decision``: simulated minutes from a job's submission to the run's decision that
-  EC2 has no capacity for it, in the ``capacity-shrink`` and ``stuck-runnable`` scenarios;
+  EC2 has no capacity for it, in the ``capacity-shrink``, ``stuck-runnable`` and
+  ``vcpu-quota`` scenarios;
 - ``goals``: each goal below, its figure and whether it is met;
 - the cold-start import time of each function's handler module, the size of the runtime layer,
   planning a 10,000-dataset campaign on SQLite and on PostgreSQL, and the demo's wall time.
@@ -277,7 +278,7 @@ def measure() -> dict[str, Any]:
     return results
 
 
-CAPACITY_SCENARIOS = ("capacity-shrink", "stuck-runnable")
+CAPACITY_SCENARIOS = ("capacity-shrink", "stuck-runnable", "vcpu-quota")
 
 
 def capacity_decisions() -> dict[str, Any]:
@@ -287,6 +288,7 @@ def capacity_decisions() -> dict[str, Any]:
         DEFAULT_KEY,
         SCENARIOS,
         manifest_body,
+        settle,
         upload_sample_dataset,
         wait_for_runs,
     )
@@ -304,6 +306,7 @@ def capacity_decisions() -> dict[str, Any]:
                                                  Body=manifest_body(SCENARIOS[name], None))
                 outputs = deployment.stack.outputs
                 wait_for_runs(emulator, [outputs["TrainingRunStateMachineArn"]], 600, None)
+                settle(emulator, deployment)  # nothing of this run left for the next one
                 batch = emulator.client("batch")
                 ids = [j["jobId"] for j in batch.list_jobs(
                     jobQueue=outputs["TrainingJobQueueArn"], jobStatus="FAILED")["jobSummaryList"]]

@@ -1,4 +1,4 @@
-"""Start one region's SageMaker Horovod training job, with that region's client."""
+"""Start one region's SageMaker MPI training job, with that region's client."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
 """TrainGrid node entrypoint for AWS Batch multi-node parallel (MNP) jobs.
 
 Every node of an MNP job runs this package (``python3 -m traingrid_node [training command...]``).
-It turns the N nodes into one MPI/Horovod or torchrun job:
+It turns the N nodes into one MPI (mpirun) or torchrun job:
 
 1. validate the AWS Batch environment and detect this node's GPUs;
 2. mount FSx for Lustre when ``FSX_DNS_NAME``/``FSX_MOUNT_NAME`` are set;

@@ -18,7 +18,7 @@ drops ``Environment``, ``RetryStrategy`` and the other newer request fields. Her
 - ``StopTrainingJob`` moves an InProgress job to Stopping, then Stopped; a finished job cannot
   be stopped (``ValidationException``);
 - ``ListTrainingJobs`` (``StatusEquals``) and ``Search`` see the same progression;
-- every request field is kept and described (Horovod/MPI hyperparameters included, unchecked).
+- every request field is kept and described (the MPI launch's hyperparameters included, unchecked).
 
 Faults, each in the plan's fault region only and decided when the job is created:
 ``sagemaker-capacity`` (fails while Starting; ``sagemaker-capacity-5``: only a job of more than
@@ -115,7 +115,7 @@ def _instances(resource_config: dict[str, Any] | None) -> tuple[str, int]:
 
 
 def algorithm_error(job: FakeTrainingJob) -> str:
-    """The reason SageMaker gives when the Horovod/MPI launch's main process exits 1."""
+    """The reason SageMaker gives when the MPI launch's main process exits 1."""
     _, hosts = _instances(job.resource_config)
     per_host = _hyperparameter(job, "sagemaker_mpi_num_of_processes_per_host", "8")
     per_host = per_host if per_host.isdigit() else "8"  # not validated here, as on SageMaker

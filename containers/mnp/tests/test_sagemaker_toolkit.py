@@ -154,8 +154,15 @@ def prepare_host(rig: NetnsRig, host: str, work: Path, image: Path, script: Path
              image / "etc" / "pam.d": "/etc/pam.d", image / "root" / ".ssh": str(SSH_HOME)}
     steps = [f"hostname {host}", "mount -t tmpfs -o size=1m,mode=755 opt /opt", "mkdir /opt/ml"]
     steps += [f"mount --bind {shlex.quote(str(s))} {t}" for s, t in binds.items()]
-    # Last: a /tmp of its own (mpirun's session folders, the toolkit's status file).
+    # Last: a /tmp of its own (mpirun's session folders, the toolkit's status file), with the
+    # project (its venvs, the trainer) still where it was when the checkout is under /tmp.
+    steps.append("mkdir /opt/host-tmp && mount --bind /tmp /opt/host-tmp")
     steps.append("mount -t tmpfs -o size=64m,mode=1777 tmp /tmp")
+    for kept in {ROOT, Path(sys.prefix)}:
+        if kept.is_relative_to("/tmp"):
+            inside = shlex.quote(str(Path("/opt/host-tmp") / kept.relative_to("/tmp")))
+            steps.append(f"mkdir -p {shlex.quote(str(kept))} && "
+                         f"mount --bind {inside} {shlex.quote(str(kept))}")
     return opt_ml, " && ".join(steps)
 
 

@@ -133,24 +133,38 @@ def resume(cfg: TrainConfig, world: World, model: nn.Module,
     return optimizer, resumed
 
 
+def preflight_passes(cfg: TrainConfig, world: World, device: torch.device) -> bool:
+    """The pre-flight check; a failing job's ranks leave here, on every rank alike."""
+    outcome = preflight.run(
+        rank=world.rank, size=world.size, main_address=world.main_address,
+        port=world.port, device=device, batch_size=cfg.batch_size,
+        image_size=cfg.image_size, data_dir=None if cfg.synthetic else cfg.data_dir,
+        output_dir=cfg.output_dir if world.is_main else None,
+        thresholds=preflight.Thresholds.from_env(os.environ),
+        log=lambda line: log(world, line))
+    if outcome.passed:
+        return True
+    log(world, f"error: {outcome.cause}; exiting {preflight.EXIT_PREFLIGHT} before "
+               "the long run", every_rank=world.is_main)
+    if world.size > 1:
+        # Every rank leaves together and skips the process group's teardown: a rank tearing
+        # down after a peer has gone can abort (SIGABRT), and the launcher would then report
+        # that instead of the pre-flight verdict.
+        dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(preflight.EXIT_PREFLIGHT)
+    return False
+
+
 def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     allreduce_ok = check_allreduce(world, device)
     log(world, f"all-reduce over {world.size} rank(s): {'ok' if allreduce_ok else 'WRONG'}")
     if cfg.fail_rank == world.rank:
         log(world, f"failing as asked (--fail_rank {world.rank})", every_rank=True)
         return EXIT_FAILED_RANK
-    if cfg.preflight:
-        outcome = preflight.run(
-            rank=world.rank, size=world.size, main_address=world.main_address,
-            port=world.port, device=device, batch_size=cfg.batch_size,
-            image_size=cfg.image_size, data_dir=None if cfg.synthetic else cfg.data_dir,
-            output_dir=cfg.output_dir if world.is_main else None,
-            thresholds=preflight.Thresholds.from_env(os.environ),
-            log=lambda line: log(world, line))
-        if not outcome.passed:
-            log(world, f"error: {outcome.cause}; exiting {preflight.EXIT_PREFLIGHT} before "
-                       "the long run", every_rank=world.is_main)
-            return preflight.EXIT_PREFLIGHT
+    if cfg.preflight and not preflight_passes(cfg, world, device):
+        return preflight.EXIT_PREFLIGHT
     torch.manual_seed(0)  # the same initial weights on every rank
     model = resnet50().to(device)
     global_batch = cfg.batch_size * world.size

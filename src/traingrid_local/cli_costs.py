@@ -1,4 +1,5 @@
-"""``traingrid costs``: what TrainingRuns cost over a period, from the campaign database."""
+"""``traingrid costs``: what runs (TrainingRuns and CampaignFanouts) cost over a period, from
+the campaign database."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def costs(
     by: Annotated[str, typer.Option(help=f"Group by: {', '.join(GROUPS)}.")] = "dataset",
     as_json: AsJson = False,
 ) -> None:
-    """What TrainingRuns started in a period cost, grouped, from their recorded receipts."""
+    """What runs started in a period cost (TrainingRuns and campaign fan-outs), grouped, from
+    their recorded receipts."""
     problems: list[str] = []
     start, end = _moment("since", since, problems), _moment("until", until, problems)
     if by not in GROUPS:
@@ -51,11 +53,12 @@ def costs(
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from traingrid.db.engine import transaction
-    from traingrid.db.repositories import TrainingRunRepository
+    from traingrid.db.repositories import RunRepository, TrainingRunRepository
 
     try:
         with transaction(database_url) as session:
-            runs = TrainingRunRepository(session).costs(start, end)
+            runs = (TrainingRunRepository(session).costs(start, end)
+                    + RunRepository(session).costs(start, end))
     except ArgumentError as error:
         raise fail("costs", f"{database_url!r} is not a database URL: {error}",
                    INVALID) from None
@@ -71,14 +74,16 @@ def costs(
         return
     from rich.table import Table
 
-    table = Table(title=f"TrainingRun costs by {by}"
+    table = Table(title=f"Run costs by {by}"
                         f"{f' since {since}' if since else ''}{f' until {until}' if until else ''}",
                   title_justify="left")
     for column in (by, "runs", *(p.replace("_", " ") for p in PARTS), "total", "estimated max"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        runs_text = str(row["runs"]) + (f" ({row['unpriced_runs']} without a cost)"
-                                        if row["unpriced_runs"] else "")
+        fanouts = row["pipelines"].get("CampaignFanout", 0)
+        runs_text = str(row["runs"]) + (f" ({fanouts} fan-out{'s' if fanouts > 1 else ''})"
+                                        if fanouts and by != "pipeline" else "") + (
+            f" ({row['unpriced_runs']} without a cost)" if row["unpriced_runs"] else "")
         table.add_row(row[by], runs_text, *(money(row[p]) for p in PARTS), money(row["total"]),
                       money(row["estimated_max"]))
     stdout.print(table)

@@ -8,11 +8,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
-from traingrid.costs import receipt
-from traingrid.costs.prices import Price
+from traingrid.costs import fanout, receipt
 from traingrid.costs.receipt import latest_state
 from traingrid.db.engine import transaction
-from traingrid.db.models import Region, RegionPrice
 from traingrid.db.repositories import TrainingRunRepository
 from traingrid.runs import view
 from traingrid.training.outcome import nodes_used
@@ -372,34 +370,10 @@ def fanout_cost(emulator: Emulator, database_url: str, execution_arn: str,
     events = history(emulator, execution_arn)
     output = json.loads(described["output"]) if described.get("output") else None
     usage = receipt.fanout_usage(events, output, described["status"] == "RUNNING")
-    usage.sagemaker, usage.staging = [], []
     with transaction(database_url) as session:
-        for job in jobs:
-            if job.get("staged_bytes"):
-                data_region = session.get(Region, job["requested_region"])
-                if data_region is not None:
-                    usage.staging.append(receipt.StagingUse(
-                        f"{job['requested_region']} → {job['region']}", job["staged_bytes"],
-                        Price(float(data_region.transfer_usd_per_gb), "GB",
-                              "campaign database: regions.transfer_usd_per_gb of "
-                              f"{job['requested_region']}")))
-            if not job.get("job_name"):
-                continue
-            ran = emulator.client("sagemaker", job["region"]).describe_training_job(
-                TrainingJobName=job["job_name"])
-            if ran.get("BillableTimeInSeconds") is None:
-                continue  # not ended: SageMaker reports its billable time at the end
-            config = ran["ResourceConfig"]
-            price = session.get(RegionPrice, (job["region"], config["InstanceType"]))
-            if price is None:
-                continue
-            usage.sagemaker.append(receipt.SageMakerUse(
-                job["region"], job["job_name"], config["InstanceType"],
-                config["InstanceCount"], ran["BillableTimeInSeconds"],
-                ran.get("TrainingTimeInSeconds") or ran["BillableTimeInSeconds"],
-                Price(float(price.on_demand_usd_per_hour), "instance-hour",
-                      f"campaign database: region_prices {config['InstanceType']} in "
-                      f"{job['region']}, on demand")))
+        usage.sagemaker, usage.staging = fanout.region_usage(
+            session, jobs, lambda region, name: emulator.client(
+                "sagemaker", region).describe_training_job(TrainingJobName=name))
     plan = _task_output(events, "PlanFanout") or {}
     return receipt.receipt(usage, view.estimate(view.CAMPAIGN_FANOUT, output, plan))
 

@@ -90,3 +90,30 @@ def test_status_shows_the_receipt_beside_the_estimate():
     assert line.startswith(f"cost: ${cost['actual']['total']:,.2f} (compute $48.96, ")
     assert "estimated at most $1,000.00" in line and cost["prices_version"] in line
     assert terminal.cost_line({**cost, "in_flight": True}).startswith("cost so far: ")
+
+
+def test_costs_by_campaign_counts_the_fanouts_receipts_in_the_periods_total(database):
+    from traingrid.costs import receipt
+    from traingrid.costs.prices import Price
+    from traingrid.db.repositories import CampaignRepository, RunRepository
+
+    arn = "arn:aws:states:us-east-1:1:execution:fanout:sf-1"
+    job = receipt.SageMakerUse("us-east-1", "sf-1-us-east-1", "ml.p3.16xlarge", 2, 3600, 3600,
+                               Price(28.152, "instance-hour", "campaign database"))
+    cost = receipt.receipt(receipt.Usage(fanout=True, sagemaker=[job]), None)
+    with transaction(database) as session:
+        CampaignRepository(session).ensure("sf-2026-11")
+        RunRepository(session).start("sf-2026-11", "sf-1", arn, "data-local",
+                                     T0 + timedelta(hours=3))
+        RunRepository(session).record_cost(arn, cost)
+    found = json.loads(runner.invoke(app, [
+        "costs", "--database-url", database, "--until", "2026-11-22", "--by", "campaign",
+        "--json"]).stdout)
+    groups = {group["campaign"]: group for group in found["groups"]}
+    campaign, training = groups["sf-2026-11"], groups["-"]  # TrainingRuns: no campaign
+    assert campaign["campaign"] == "sf-2026-11" and campaign["compute"] == 2 * 28.152
+    assert campaign["pipelines"] == {"CampaignFanout": 1} and training["campaign"] == "-"
+    assert found["total"] == round(campaign["total"] + training["total"], 6)
+    result = runner.invoke(app, ["costs", "--database-url", database, "--by", "pipeline"])
+    assert result.exit_code == 0, result.output
+    assert "CampaignFanout" in result.stdout and "TrainingRun" in result.stdout

@@ -12,7 +12,12 @@ from moto import mock_aws
 
 from traingrid.campaigns import records
 from traingrid.db.engine import transaction
-from traingrid.db.repositories import CampaignRepository, DatasetRepository, RegionRepository
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RegionRepository,
+    RunRepository,
+)
 from traingrid.settings import PlanningSettings
 
 REGIONS = [f"zz-region{index:02d}-1" for index in range(50)]
@@ -67,7 +72,7 @@ def completed(job: dict[str, Any], region_moves: int = 3) -> dict[str, Any]:
                   "started_at": "2026-11-21T13:15:00Z"}
 
 
-def test_fifty_regions_keep_every_state_small(settings):
+def test_fifty_regions_keep_every_state_small(settings, monkeypatch):
     execution_input = {"campaign": "av-drive-2026-11", "settle_s": 900, "options": {},
                        "trigger": {"source": "s3", "bucket": "b" * 63, "key": "k" * 200}}
     plan = records.plan_fanout({"campaign": "av-drive-2026-11", "input": execution_input,
@@ -84,6 +89,10 @@ def test_fifty_regions_keep_every_state_small(settings):
                for branch in branch_inputs]
     # Each region's result replaces its planned job (the Map's ResultPath is $.plan.jobs).
     after_map = planned | {"plan": plan | {"jobs": results}}
+    # Each region's job billed an hour of its instances (no SageMaker in these regions here).
+    monkeypatch.setattr(records.sagemaker, "describe_training_job", lambda region, name: {
+        "BillableTimeInSeconds": 3600, "TrainingTimeInSeconds": 3600,
+        "ResourceConfig": {"InstanceType": "ml.p3.16xlarge", "InstanceCount": 1}})
     outcome = records.finish_fanout({"state": after_map, "execution_arn": EXECUTION}, settings)
     assert outcome["status"] == "SUCCEEDED" and len(outcome["jobs"]) == 50
     selected = {k: outcome[k] for k in ("status", "error", "cause")}  # its ResultSelector
@@ -93,4 +102,8 @@ def test_fifty_regions_keep_every_state_small(settings):
              "after map": size(after_map), "finish": size(after_map | {"outcome": selected}),
              "output": size(output)}
     assert all(value < LIMIT for value in sizes.values()), sizes
+    # The run's receipt, recorded in the database, has every region's job.
+    with transaction(records.connection_url(settings)) as session:
+        recorded = RunRepository(session).get(EXECUTION).cost
+    assert len([line for line in recorded["lines"] if line["item"].startswith("SageMaker ")]) == 50
 

@@ -18,7 +18,7 @@ from traingrid.db.models import Base
 
 MODEL_TABLES = set(Base.metadata.tables)
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0005"
+HEAD = "0006"
 
 
 def differences(url: str) -> list:

@@ -88,3 +88,27 @@ def test_a_fanouts_receipt_prices_each_regions_billable_time_and_its_staging(run
     (staging,) = [line for line in cost["lines"] if line["part"] == "staging"]
     assert staging["item"].startswith(f"{moved['requested_region']} → {moved['region']}")
     assert "transfer_usd_per_gb" in staging["source"]
+    # The run recorded its regions' receipt when it finished: the report's SageMaker and
+    # staging figures, and the API's view of the ended run prices them from that record.
+    from traingrid.db.repositories import RunRepository
+    from traingrid.runs import view
+
+    with transaction(outcome.deployment.database_url) as session:
+        run = RunRepository(session).get(execution["execution_arn"])
+        recorded, recorded_usd = run.cost, run.cost_usd
+    for part in ("compute", "staging"):
+        assert recorded["actual"][part] == cost["actual"][part] > 0
+    assert float(recorded_usd) == recorded["actual"]["total"]
+    assert_adds_up(recorded)
+    sfn = outcome.emulator.client("stepfunctions")
+    described = sfn.describe_execution(executionArn=execution["execution_arn"])
+    events = sfn.get_execution_history(executionArn=execution["execution_arn"],
+                                       maxResults=1000)["events"]
+    seen = view.cost(view.CAMPAIGN_FANOUT, described, events, cost["estimate"],
+                     recorded=recorded)
+    assert seen["actual"]["compute"] == cost["actual"]["compute"]
+    assert seen["actual"]["staging"] == cost["actual"]["staging"]
+    assert "SageMaker " + execution["jobs"][0]["job_name"] in " ".join(
+        line["item"] for line in seen["lines"])
+    unrecorded = view.cost(view.CAMPAIGN_FANOUT, described, events, cost["estimate"])
+    assert unrecorded["actual"]["compute"] == 0  # without the record: not looked up

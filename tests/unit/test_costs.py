@@ -162,6 +162,29 @@ def test_sagemaker_bills_its_billable_seconds_and_says_what_spot_saved():
         "SageMaker training jobs"]
 
 
+def test_an_ended_fanout_is_priced_from_its_recorded_regions_and_one_in_flight_is_not():
+    from dataclasses import replace
+
+    from traingrid.costs.fanout import recorded
+    from traingrid.runs import view
+
+    price = prices.Price(30.47, "instance-hour", "region_prices p3 in eu-west-1")
+    job = receipt.SageMakerUse("eu-west-1", "job-1", "ml.p3.16xlarge", 2, 3600, 3600, price)
+    staged = receipt.StagingUse("us-west-2 → eu-west-1", 10**10, replace(
+        prices.INTER_REGION_TRANSFER, usd=0.05))
+    cost = {"regions": recorded([job], [staged])}
+    events = [event("TaskStateEntered", 0, "PlanFanout", input={})]
+    described = {"status": "SUCCEEDED", "name": "f", "startDate": T0, "stopDate": T0,
+                 "executionArn": "arn:aws:states:us-east-1:1:execution:f:f"}
+    ended = view.cost(view.CAMPAIGN_FANOUT, described, events, None, recorded=cost)
+    assert ended["actual"]["compute"] == 2 * 30.47 and ended["actual"]["staging"] == 0.5
+    assert ended["actual"]["orchestration"] > 0  # still counted in the history
+    assert_adds_up(ended)
+    running = view.cost(view.CAMPAIGN_FANOUT, described | {"status": "RUNNING"}, events, None,
+                        recorded=cost)
+    assert running["actual"]["compute"] == 0 and running["in_flight"]
+
+
 def test_the_apis_view_of_a_run_in_flight_costs_it_so_far():
     from traingrid.runs import view
 

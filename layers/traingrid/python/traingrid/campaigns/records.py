@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
 from traingrid import clock
-from traingrid.aws import s3, stepfunctions
+from traingrid.aws import s3, sagemaker, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.model import (
@@ -23,6 +25,7 @@ from traingrid.campaigns.model import (
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.request import FanoutRequest
 from traingrid.campaigns.sagemaker_job import data_input
+from traingrid.costs import fanout, receipt
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
@@ -31,7 +34,7 @@ from traingrid.db.repositories import (
     RegionRepository,
     RunRepository,
 )
-from traingrid.errors import RequestInvalid
+from traingrid.errors import RequestInvalid, TrainGridError
 from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
@@ -246,7 +249,43 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOu
                 runs.finish(event["execution_arn"], status, clock.now(), cause)
     except RecordNotFound:  # planning failed before it recorded the run: record it failed
         _record_unplanned(event, cause or "the fan-out failed before planning", settings)
+    else:
+        record_cost(event["execution_arn"], settings)
     return FanoutOutcome(status=status.value, error=error, cause=cause, jobs=results)
+
+
+def _described(region: str, job_name: str) -> dict[str, Any]:
+    """The job as SageMaker reports it; {} (left off the receipt) if it cannot be read, so
+    the run's outcome is recorded all the same."""
+    try:
+        return sagemaker.describe_training_job(region, job_name)
+    except (TrainGridError, BotoCoreError) as error:  # refused, or the region unreachable
+        logger.warning("training job not priced: cannot describe it",
+                       extra={"region": region, "job_name": job_name, "error": str(error)})
+        return {}
+
+
+def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any]:
+    """The ended run's receipt, recorded with it: each region's SageMaker job (described in
+    its region, outside the transaction) and its staging, priced from the campaign database.
+    Orchestration is priced from the execution's history when the run is read."""
+    with transaction(connection_url(settings)) as session:
+        run = RunRepository(session).get(execution_arn)
+        jobs: list[dict[str, Any]] = [] if run is None else [
+            {"region": job.region, "requested_region": job.requested_region,
+             "job_name": job.job_name, "staged_bytes": job.staged_bytes} for job in run.jobs]
+    described = {(job["region"], job["job_name"]): _described(job["region"], job["job_name"])
+                 for job in jobs if job["job_name"]}
+    with transaction(connection_url(settings)) as session:
+        used_sagemaker, used_staging = fanout.region_usage(
+            session, jobs, lambda region, name: described[(region, name)])
+        usage = receipt.Usage(fanout=True, sagemaker=used_sagemaker, staging=used_staging,
+                              orchestration_source="the execution's history, when the run "
+                                                   "is read (GET /runs/{name})")
+        cost = receipt.receipt(usage, None) | {
+            "regions": fanout.recorded(used_sagemaker, used_staging)}
+        RunRepository(session).record_cost(execution_arn, cost)
+    return cost
 
 
 def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:

@@ -291,3 +291,16 @@ def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Us
     return Usage(transitions=sum(1 for e in events if e["type"].endswith("StateEntered")),
                  lambda_invocations=sum(1 for e in events if _is_lambda(e)),
                  staging=staging, in_flight=running, fanout=True)
+
+
+def recorded_regions(regions: dict[str, Any]
+                     ) -> tuple[list[SageMakerUse], list[StagingUse]]:
+    """A fan-out's regions' use as its run recorded it (``costs.fanout.recorded``)."""
+    def price(found: dict[str, Any]) -> prices.Price:
+        return prices.Price(float(found["usd"]), str(found["unit"]), str(found["source"]))
+
+    sagemaker = [SageMakerUse(**(use | {"price": price(use["price"])}))
+                 for use in regions.get("sagemaker") or []]
+    staging = [StagingUse(**(use | {"price": price(use["price"])}))
+               for use in regions.get("staging") or []]
+    return sagemaker, staging

@@ -1,4 +1,5 @@
-"""What runs cost over a period, grouped: sums of the receipts the runs recorded."""
+"""What runs cost over a period, grouped: sums of the receipts the runs recorded (TrainingRuns'
+and CampaignFanouts')."""
 
 from __future__ import annotations
 
@@ -7,21 +8,24 @@ from typing import Any
 
 from traingrid.costs.receipt import PARTS
 
-GROUPS = ("dataset", "instance_type", "status")
+GROUPS = ("dataset", "instance_type", "status", "campaign", "pipeline")
 
 
 def summarize(runs: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
-    """One row per ``by`` value (most expensive first): runs, runs recorded without a cost,
-    each part's sum and the total, and the plans' estimated maximum."""
+    """One row per ``by`` value (most expensive first): runs, how many of each pipeline, runs
+    recorded without a cost, each part's sum and the total, and the plans' estimated maximum."""
     if by not in GROUPS:
         raise ValueError(f"cannot group by {by!r}: one of {', '.join(GROUPS)}")
     groups: dict[str, dict[str, Any]] = {}
     for run in runs:
         key = run.get(by) or "-"
-        group = groups.setdefault(key, {by: key, "runs": 0, "unpriced_runs": 0,
+        group = groups.setdefault(key, {by: key, "runs": 0, "pipelines": {},
+                                        "unpriced_runs": 0,
                                         **{part: Decimal(0) for part in PARTS},
                                         "total": Decimal(0), "estimated_max": Decimal(0)})
         group["runs"] += 1
+        pipeline = run.get("pipeline") or "TrainingRun"
+        group["pipelines"][pipeline] = group["pipelines"].get(pipeline, 0) + 1
         actual = run.get("actual")
         if not actual:
             group["unpriced_runs"] += 1

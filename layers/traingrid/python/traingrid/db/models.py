@@ -139,6 +139,9 @@ class CampaignRun(Base):
     started_at: Mapped[datetime] = mapped_column(UtcDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     failure_cause: Mapped[str | None] = mapped_column(Text)
+    # Its receipt (``costs.receipt``) with the regions' use behind it, and its actual total.
+    cost: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    cost_usd: Mapped[Decimal | None] = mapped_column(MONEY)
 
     jobs: Mapped[list[RegionJob]] = relationship(
         back_populates="run",

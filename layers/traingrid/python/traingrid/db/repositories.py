@@ -319,6 +319,27 @@ class RunRepository:
         self.session.flush()
         return run
 
+    def record_cost(self, execution_arn: str, cost: dict[str, Any]) -> CampaignRun:
+        """The run's receipt (``costs.receipt``) and its actual total; a retry writes it again."""
+        run = self._get(execution_arn)
+        run.cost, run.cost_usd = cost, _decimal(str(cost["actual"]["total"]))
+        self.session.flush()
+        return run
+
+    def costs(self, since: datetime | None = None, until: datetime | None = None
+              ) -> list[dict[str, Any]]:
+        """Every run started in [since, until) with its recorded cost, oldest first."""
+        query = select(CampaignRun).order_by(CampaignRun.started_at, CampaignRun.id)
+        if since is not None:
+            query = query.where(CampaignRun.started_at >= since)
+        if until is not None:
+            query = query.where(CampaignRun.started_at < until)
+        return [{"name": row.name, "pipeline": "CampaignFanout", "campaign": row.campaign_id,
+                 "status": row.status, "started_at": _iso(row.started_at), "dataset": None,
+                 "instance_type": None, "cost_usd": row.cost_usd,
+                 "actual": (row.cost or {}).get("actual"), "estimated_max_usd": None}
+                for row in self.session.scalars(query)]
+
     def running(self) -> list[CampaignRun]:
         """Every run still RUNNING in the database, oldest first."""
         return list(self.session.scalars(
@@ -384,7 +405,8 @@ class TrainingRunRepository:
             query = query.where(TrainingRunRecord.started_at >= since)
         if until is not None:
             query = query.where(TrainingRunRecord.started_at < until)
-        return [{"name": row.name, "status": row.status, "started_at": _iso(row.started_at),
+        return [{"name": row.name, "pipeline": "TrainingRun", "campaign": None,
+                 "status": row.status, "started_at": _iso(row.started_at),
                  "dataset": row.dataset, "instance_type": row.instance_type,
                  "cost_usd": row.cost_usd, "actual": (row.cost or {}).get("actual"),
                  "estimated_max_usd": row.estimated_max_usd}

@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from traingrid.aws import batch, logs, s3, stepfunctions
-from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound
+from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
+from traingrid.observability import logger
 from traingrid.runs import listing
 from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
 from traingrid.settings import ApiSettings
@@ -43,8 +44,28 @@ class RunReader:
     def describe(self, name: str) -> dict[str, Any]:
         pipeline, description = self.find(name)
         events = stepfunctions.execution_history(description["executionArn"])
+        recorded = (self._recorded_cost(description["executionArn"])
+                    if pipeline == CAMPAIGN_FANOUT and description["status"] != "RUNNING"
+                    else None)
         return run_view(pipeline, description, events, self.settings.data_bucket,
-                        batch.describe_jobs)
+                        batch.describe_jobs, recorded)
+
+    def _recorded_cost(self, execution_arn: str) -> dict[str, Any] | None:
+        """The receipt an ended fan-out recorded with its run; None (priced as in flight) if
+        it has none or the database cannot be read."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from traingrid.aws.secrets import connection_url
+        from traingrid.db.engine import transaction
+        from traingrid.db.repositories import RunRepository
+
+        try:
+            with transaction(connection_url(self.settings.database)) as session:
+                run = RunRepository(session).get(execution_arn)
+                return None if run is None else run.cost
+        except (SQLAlchemyError, TrainGridError) as error:
+            logger.warning("recorded cost not read", extra={"error": str(error)})
+            return None
 
     def recent(self, limit: int, cursor: str | None = None, pipeline: str | None = None,
                status: str | None = None) -> dict[str, Any]:

@@ -143,10 +143,12 @@ def _real_seconds(start: datetime, end: datetime) -> float:
 def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
          estimated: dict[str, Any] | None,
          seconds: Callable[[datetime, datetime], float] = _real_seconds,
-         describe_jobs: DescribeJobs | None = None) -> dict[str, Any]:
+         describe_jobs: DescribeJobs | None = None,
+         recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the run has cost so far (``costs.receipt``), beside its estimate; with
     ``describe_jobs`` (Batch's DescribeJobs), each attempt's time from its job's own
-    timestamps."""
+    timestamps. An ended fan-out's regions are priced as its run ``recorded`` them (the
+    campaign run's ``cost``): without calls to their regions."""
     running = description["status"] == "RUNNING"
     ended = description.get("stopDate") or clock.service_now()
     if pipeline == TRAINING_RUN:
@@ -157,11 +159,14 @@ def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]
                                              int(clock.now().timestamp() * 1000))
     else:
         usage = receipt.fanout_usage(events, _json(description.get("output")), running)
+        if not running and recorded and isinstance(recorded.get("regions"), dict):
+            usage.sagemaker, usage.staging = receipt.recorded_regions(recorded["regions"])
     return receipt.receipt(usage, estimated)
 
 
 def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
-             data_bucket: str, describe_jobs: DescribeJobs | None = None) -> dict[str, Any]:
+             data_bucket: str, describe_jobs: DescribeJobs | None = None,
+             recorded_cost: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything about one run: status, where it is, how long each state took, why it failed
     and where its results are."""
     view = summary(pipeline, description)
@@ -182,7 +187,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "estimate": estimate(pipeline, output, plan),
     }
     view["cost"] = cost(pipeline, description, events, view["estimate"],
-                        describe_jobs=describe_jobs)
+                        describe_jobs=describe_jobs, recorded=recorded_cost)
     if pipeline == CAMPAIGN_FANOUT:
         view["jobs"] = region_jobs(output, events, plan.get("jobs", []))
     if earlier:

@@ -40,7 +40,9 @@ def wait_for_the_end(client, name: str) -> dict:
 
 def wait_for_every_fanout(served_api, client) -> None:
     for execution in fanouts(served_api):
-        wait_for_the_end(client, execution["name"])
+        run = wait_for_the_end(client, execution["name"])
+        if run["status"] == "SUCCEEDED":  # its regions priced from the receipt it recorded
+            assert run["cost"]["actual"]["compute"] > 0 and not run["cost"]["in_flight"]
 
 
 def register_new_data(served_api, region: str, folder: str) -> None:

@@ -43,6 +43,7 @@ TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
     "synthetic": "a flag without a value", "clear_log": "a flag without a value",
     "benchmark_input": "a flag without a value (measures the input pipeline, trains nothing)",
     "benchmark_seconds": "the input benchmark's, not training's",
+    "preflight": "a flag without a value; the stack's pre-flight check (TRAINGRID_PREFLIGHT)",
 }
 
 

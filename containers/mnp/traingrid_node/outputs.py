@@ -8,7 +8,7 @@ import re
 import subprocess
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from traingrid_node.config import (
@@ -77,6 +77,21 @@ def _lfs(export: ExportConfig | PreloadConfig, action: str, files: Sequence[Path
     return "".join(out)
 
 
+def _hsm_until_done(config: ExportConfig | PreloadConfig, files: Sequence[Path], request: str,
+                    query: str, done: Callable[[str], set[str]],
+                    timeout: float) -> tuple[int, int]:
+    """``lfs <request>`` every file, then ``lfs <query>`` the rest until ``done`` says each
+    is done or the timeout passes: (done, total)."""
+    _lfs(config, request, files)
+    deadline = time.monotonic() + timeout
+    waiting = [str(f) for f in files]
+    while True:
+        waiting = sorted(set(waiting) - done(_lfs(config, query, [Path(f) for f in waiting])))
+        if not waiting or time.monotonic() >= deadline:
+            return len(files) - len(waiting), len(files)
+        time.sleep(EXPORT_POLL_INTERVAL)
+
+
 def _archived(state_output: str) -> set[str]:
     """Files that ``lfs hsm_state`` reports archived and unchanged since (not dirty)."""
     done = set()
@@ -107,15 +122,7 @@ def export_outputs(export: ExportConfig) -> tuple[int, int]:
     """Ask Lustre to archive every output to the S3 data repository (``lfs hsm_archive``)
     and wait until each is archived or the timeout passes: (archived, total)."""
     files = write_output_index(export.output_dir)
-    _lfs(export, "hsm_archive", files)
-    deadline = time.monotonic() + export.timeout
-    waiting = [str(f) for f in files]
-    while True:
-        waiting = sorted(set(waiting) - _archived(_lfs(export, "hsm_state",
-                                                       [Path(f) for f in waiting])))
-        if not waiting or time.monotonic() >= deadline:
-            return len(files) - len(waiting), len(files)
-        time.sleep(EXPORT_POLL_INTERVAL)
+    return _hsm_until_done(export, files, "hsm_archive", "hsm_state", _archived, export.timeout)
 
 
 def export_if_configured(cfg: NodeConfig) -> None:
@@ -157,15 +164,8 @@ def preload_dataset(preload: PreloadConfig) -> tuple[int, int]:
     skip = [d.resolve() for d in preload.skip_dirs]
     files = sorted(p for p in preload.dataset_dir.rglob("*") if p.is_file()
                    and not any(p.resolve().is_relative_to(d) for d in skip))
-    _lfs(preload, "hsm_restore", files)
-    deadline = time.monotonic() + preload.timeout
-    waiting = [str(f) for f in files]
-    while True:
-        waiting = sorted(set(waiting) - _restored(_lfs(preload, "hsm_action",
-                                                       [Path(f) for f in waiting])))
-        if not waiting or time.monotonic() >= deadline:
-            return len(files) - len(waiting), len(files)
-        time.sleep(EXPORT_POLL_INTERVAL)
+    return _hsm_until_done(preload, files, "hsm_restore", "hsm_action", _restored,
+                           preload.timeout)
 
 
 def preload_if_configured(cfg: NodeConfig) -> None:

@@ -151,7 +151,7 @@ audit: install
 # The trainer and its tests need only the trainer's venv (and mpirun for the multi-rank ones;
 # sshd and root for SageMaker's toolkit on two hosts, tests/test_sagemaker_toolkit.py).
 trainer-test: openmpi sshd $(TRAINER_VENV)/.installed
-	cd containers/mnp && ../../$(TRAINER_VENV)/bin/pytest $(PYTEST_ARGS)
+	$(TRAINER_VENV)/bin/pytest -c tests/trainer/pytest.ini --rootdir=. tests/trainer $(PYTEST_ARGS)
 
 # NODES nodes in network and mount namespaces of their own (root), with the job's environment
 # as the job definition and a plan give it (smoke_job.py, in the dev venv), the real sshd and ssh.

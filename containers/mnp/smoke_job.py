@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid_local.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

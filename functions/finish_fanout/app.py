@@ -4,7 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from traingrid.campaigns import records
+from traingrid.campaigns import database_steps
 from traingrid.observability import logger, tracer
 from traingrid.settings import DatabaseSettings
 
@@ -14,4 +14,4 @@ settings = DatabaseSettings.from_env()
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return records.finish_fanout(event, settings)
+    return database_steps.finish_fanout(event, settings)

@@ -4,7 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from traingrid.campaigns import steps
+from traingrid.campaigns import region_steps
 from traingrid.observability import logger, tracer
 from traingrid.settings import LaunchSettings
 
@@ -15,4 +15,4 @@ settings = LaunchSettings.from_env()
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     account = context.invoked_function_arn.split(":")[4]
-    return steps.launch_region_job(event, settings, account)
+    return region_steps.launch_region_job(event, settings, account)

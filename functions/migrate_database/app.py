@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from traingrid import custom_resources
 from traingrid.aws.secrets import app_connection_url, connection_url
+from traingrid.db import custom_resource
 from traingrid.observability import logger, tracer
 from traingrid.settings import MigrationSettings
 
@@ -18,5 +18,5 @@ MIGRATIONS = Path(__file__).with_name("migrations")  # schema/migrations, shippe
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
-    return custom_resources.handle(event, lambda: connection_url(settings), MIGRATIONS,
+    return custom_resource.handle(event, lambda: connection_url(settings), MIGRATIONS,
                                    lambda: app_connection_url(settings))

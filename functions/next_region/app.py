@@ -4,11 +4,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from traingrid.campaigns import steps
+from traingrid.campaigns import region_steps
 from traingrid.observability import logger, tracer
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return steps.next_region(event)
+    return region_steps.next_region(event)

@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, metrics, tracer
 from traingrid.settings import DatabaseSettings
-from traingrid.training import records
+from traingrid.training import run_record
 
 settings = DatabaseSettings.from_env()
 
@@ -15,4 +15,4 @@ settings = DatabaseSettings.from_env()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return records.record_run(event, settings)
+    return run_record.record_run(event, settings)

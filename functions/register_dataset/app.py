@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from traingrid.campaigns import records
+from traingrid.campaigns import database_steps
 from traingrid.observability import logger, metrics, tracer
 from traingrid.settings import RegistrationSettings
 
@@ -22,5 +22,5 @@ settings = RegistrationSettings.from_env()
 @event_source(data_class=S3EventBridgeNotificationEvent)
 def lambda_handler(event: S3EventBridgeNotificationEvent, context: LambdaContext) -> dict[str, Any]:
     landed_at = datetime.fromisoformat(event.time.replace("Z", "+00:00"))
-    return records.register_dataset(event.detail.bucket.name, event.detail.object.key,
+    return database_steps.register_dataset(event.detail.bucket.name, event.detail.object.key,
                                     event.region, landed_at, settings)

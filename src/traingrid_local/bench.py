@@ -114,7 +114,7 @@ def seed_campaign(url: str, datasets: int) -> None:
     from traingrid.db.migrate import upgrade
     from traingrid.db.models import Dataset
     from traingrid.db.repositories import CampaignRepository, RegionRepository
-    from traingrid_local.campaign_demo import CAMPAIGN, INSTANCE_TYPE, REGION_PRICES
+    from traingrid_local.stack.sample_campaign import CAMPAIGN, INSTANCE_TYPE, REGION_PRICES
 
     upgrade(url)
     start = datetime(2026, 11, 1, tzinfo=UTC)
@@ -137,7 +137,7 @@ def seed_campaign(url: str, datasets: int) -> None:
 def plan_ms(url: str) -> float:
     from traingrid.campaigns.placement import plan_campaign
     from traingrid.db.engine import transaction
-    from traingrid_local.campaign_demo import CAMPAIGN
+    from traingrid_local.stack.sample_campaign import CAMPAIGN
 
     seed_campaign(url, DATASETS)
 
@@ -174,11 +174,11 @@ def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[
                   speed: float, epochs: list[int]) -> list[dict[str, Any]]:
     """TrainingRuns on a fresh emulated deployment, one per entry of ``epochs`` (training takes
     ``seconds`` for 90 epochs); the report entry of each when all have ended."""
-    from traingrid_local import report
-    from traingrid_local.demo import DATASET_PREFIX, upload_sample_dataset, wait_for_runs
+    from traingrid_local.demo.runner import DATASET_PREFIX, upload_sample_dataset, wait_for_runs
     from traingrid_local.emulator import batch
     from traingrid_local.emulator.session import Emulator
-    from traingrid_local.environment import DEMO_BUCKET, deploy_traingrid
+    from traingrid_local.stack import report
+    from traingrid_local.stack.environment import DEMO_BUCKET, deploy_traingrid
 
     batch.TRAINING_SECONDS = seconds
     with Emulator(speed=speed, fault_names=faults) as emulator:
@@ -284,7 +284,7 @@ CAPACITY_SCENARIOS = ("capacity-shrink", "stuck-runnable", "vcpu-quota")
 def capacity_decisions() -> dict[str, Any]:
     """Simulated minutes from each job's submission to the run's decision that it gets no
     capacity (the terminated job's end, Batch's stamps), in the scenarios where EC2 has none."""
-    from traingrid_local.demo import (
+    from traingrid_local.demo.runner import (
         DEFAULT_KEY,
         SCENARIOS,
         manifest_body,
@@ -293,7 +293,7 @@ def capacity_decisions() -> dict[str, Any]:
         wait_for_runs,
     )
     from traingrid_local.emulator.session import Emulator
-    from traingrid_local.environment import DEMO_BUCKET, deploy_traingrid
+    from traingrid_local.stack.environment import DEMO_BUCKET, deploy_traingrid
 
     results: dict[str, Any] = {}
     for name in CAPACITY_SCENARIOS:

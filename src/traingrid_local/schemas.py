@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from traingrid.campaigns.request import FanoutRequest
-from traingrid.training.request import TrainingRunRequest
+from traingrid.campaigns.fanout_request import FanoutRequest
+from traingrid.training.run_request import TrainingRunRequest
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 SCHEMAS = {"training-run-request.schema.json": TrainingRunRequest,

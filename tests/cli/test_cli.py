@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from traingrid_local.cli import app
+from traingrid_local.cli.main import app
 from traingrid_local.emulator import batch
 
 runner = CliRunner()

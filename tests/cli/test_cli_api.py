@@ -19,10 +19,10 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from traingrid_local.cli import app
-from traingrid_local.client import ApiClient
+from traingrid_local.api.client import ApiClient
+from traingrid_local.cli.main import app
 from traingrid_local.console.remote import remote
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 runner = CliRunner()
 DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"

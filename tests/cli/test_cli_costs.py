@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from traingrid.db import migrate
 from traingrid.db.engine import dispose, transaction
 from traingrid.db.repositories import TrainingRunRepository
-from traingrid.training.records import run_cost
-from traingrid_local import terminal
-from traingrid_local.cli import app
+from traingrid.training.run_record import run_cost
+from traingrid_local.cli import terminal
+from traingrid_local.cli.main import app
 
 runner = CliRunner()
 T0 = datetime(2026, 11, 20, tzinfo=UTC)

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from traingrid_local.cli import app
+from traingrid_local.cli.main import app
 
 runner = CliRunner()
 IMAGENET = ["--dataset", "s3://data/imagenet/", "--dataset-bytes", str(150 * 10**9),

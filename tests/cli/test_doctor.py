@@ -12,7 +12,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from traingrid_local.cli import app
+from traingrid_local.cli.main import app
 from traingrid_local.doctor.checks import S3_DATA_REPOSITORY
 from traingrid_local.doctor.needs import read_template, template_defaults
 from traingrid_local.emulator.account import ACCOUNT
@@ -369,7 +369,7 @@ def test_json_and_samconfig_parameter_overrides(account, tmp_path):
 
 
 def test_a_deployed_stack_is_checked_with_its_own_parameters(account):
-    from traingrid_local.environment import deploy_traingrid
+    from traingrid_local.stack.environment import deploy_traingrid
 
     account.healthy()
     deployment = deploy_traingrid(account.emulator, regions=())

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from traingrid_local.cron import interval_seconds, last_due
-from traingrid_local.server import (
+from traingrid_local.api.server import (
     api_routes,
     match_route,
     openapi_routes,
@@ -17,6 +16,7 @@ from traingrid_local.server import (
     proxy_event,
     split_target,
 )
+from traingrid_local.stack.cron_expression import interval_seconds, last_due
 
 ROUTES = api_routes()
 SUNDAY = datetime(2026, 11, 22, 10, 17, 42, tzinfo=UTC)

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from traingrid_local.client import ApiClient
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.api.client import ApiClient
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 playwright = pytest.importorskip("playwright.sync_api")
 

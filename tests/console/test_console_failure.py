@@ -17,7 +17,7 @@ from tests.console.conftest import (
     submit,
 )
 from tests.integration.conftest import serving
-from traingrid_local.client import ApiClient
+from traingrid_local.api.client import ApiClient
 
 pytestmark = pytest.mark.e2e
 

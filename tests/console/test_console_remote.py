@@ -9,7 +9,7 @@ import pytest
 
 from tests.console.conftest import ARTIFACTS, GREEN, WAIT_MS, playwright, stroke
 from tests.integration.conftest import serving
-from traingrid_local.client import ApiClient
+from traingrid_local.api.client import ApiClient
 from traingrid_local.console.remote import stack_console, stack_server
 
 pytestmark = pytest.mark.e2e

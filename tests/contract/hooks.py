@@ -21,7 +21,7 @@ from typing import Any
 import schemathesis
 from schemathesis.generation import GenerationMode
 
-from traingrid.training.request import TrainingRunRequest, mpi_params_problems
+from traingrid.training.run_request import TrainingRunRequest, mpi_params_problems
 from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default

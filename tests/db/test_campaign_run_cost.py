@@ -8,7 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from tests.db.seed import CAMPAIGN, P3, T0, add_data_everywhere, add_regions
-from traingrid.campaigns import records
+from traingrid.campaigns import database_steps
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.costs import receipt
 from traingrid.db.engine import transaction
@@ -46,9 +46,9 @@ def test_a_fanouts_receipt_is_recorded_with_its_run_and_read_back_exactly(
         return {"BillableTimeInSeconds": billable, "TrainingTimeInSeconds": training,
                 "ResourceConfig": {"InstanceType": P3, "InstanceCount": 2}}
 
-    monkeypatch.setattr(records, "connection_url", lambda _settings: migrated_url)
-    monkeypatch.setattr(records.sagemaker, "describe_training_job", describe)
-    cost = records.record_cost(ARN, None)  # type: ignore[arg-type]
+    monkeypatch.setattr(database_steps, "connection_url", lambda _settings: migrated_url)
+    monkeypatch.setattr(database_steps.sagemaker, "describe_training_job", describe)
+    cost = database_steps.record_cost(ARN, None)  # type: ignore[arg-type]
 
     # 2 instances × 1 h and × 0.5 h at us-east-1's 28.152; 50 GB out of eu-west-1 at 0.02.
     assert cost["actual"]["compute"] == round(2 * 1.5 * 28.152, 6)

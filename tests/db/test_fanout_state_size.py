@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from traingrid.campaigns import records
+from traingrid.campaigns import database_steps
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,
@@ -75,7 +75,7 @@ def completed(job: dict[str, Any], region_moves: int = 3) -> dict[str, Any]:
 def test_fifty_regions_keep_every_state_small(settings, monkeypatch):
     execution_input = {"campaign": "av-drive-2026-11", "settle_s": 900, "options": {},
                        "trigger": {"source": "s3", "bucket": "b" * 63, "key": "k" * 200}}
-    plan = records.plan_fanout({"campaign": "av-drive-2026-11", "input": execution_input,
+    plan = database_steps.plan_fanout({"campaign": "av-drive-2026-11", "input": execution_input,
                                 "execution_arn": EXECUTION,
                                 "execution_name": EXECUTION.rpartition(":")[2]},
                                settings, 10)
@@ -84,16 +84,17 @@ def test_fifty_regions_keep_every_state_small(settings, monkeypatch):
     branch_inputs = [{"job": job, "buckets": plan["buckets"], "campaign": "av-drive-2026-11",
                       "execution_name": "n" * 80, "execution_arn": EXECUTION}
                      for job in plan["jobs"]]
-    results = [records.record_region_job({"job": completed(branch["job"]),
+    results = [database_steps.record_region_job({"job": completed(branch["job"]),
                                           "execution_arn": EXECUTION}, settings)
                for branch in branch_inputs]
     # Each region's result replaces its planned job (the Map's ResultPath is $.plan.jobs).
     after_map = planned | {"plan": plan | {"jobs": results}}
     # Each region's job billed an hour of its instances (no SageMaker in these regions here).
-    monkeypatch.setattr(records.sagemaker, "describe_training_job", lambda region, name: {
+    monkeypatch.setattr(database_steps.sagemaker, "describe_training_job", lambda region, name: {
         "BillableTimeInSeconds": 3600, "TrainingTimeInSeconds": 3600,
         "ResourceConfig": {"InstanceType": "ml.p3.16xlarge", "InstanceCount": 1}})
-    outcome = records.finish_fanout({"state": after_map, "execution_arn": EXECUTION}, settings)
+    outcome = database_steps.finish_fanout({"state": after_map, "execution_arn": EXECUTION},
+                                           settings)
     assert outcome["status"] == "SUCCEEDED" and len(outcome["jobs"]) == 50
     selected = {k: outcome[k] for k in ("status", "error", "cause")}  # its ResultSelector
     output = {"campaign": "av-drive-2026-11", "run": "n" * 80, "status": "SUCCEEDED",
@@ -103,7 +104,7 @@ def test_fifty_regions_keep_every_state_small(settings, monkeypatch):
              "output": size(output)}
     assert all(value < LIMIT for value in sizes.values()), sizes
     # The run's receipt, recorded in the database, has every region's job.
-    with transaction(records.connection_url(settings)) as session:
+    with transaction(database_steps.connection_url(settings)) as session:
         recorded = RunRepository(session).get(EXECUTION).cost
     assert len([line for line in recorded["lines"] if line["item"].startswith("SageMaker ")]) == 50
 

@@ -11,10 +11,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, inspect, text
 
-from traingrid.campaigns.model import RegionJobStatus
 from traingrid.db import migrate
 from traingrid.db.engine import dispose, engine_for
 from traingrid.db.models import Base
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 
 MODEL_TABLES = set(Base.metadata.tables)
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,12 +21,12 @@ from tests.db.seed import (
     add_regions,
     campaign_uri,
 )
-from traingrid.campaigns.model import Placement, RegionJobPlan
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.db.engine import engine_for
 from traingrid.db.models import RegionPrice
 from traingrid.db.repositories import CampaignRepository, DatasetRepository
 from traingrid.errors import NoCapacity, RecordNotFound, RequestInvalid, TrainGridError
+from traingrid.vocabulary.campaign_fanout import Placement, RegionJobPlan
 
 HOURS, COUNT, GB = 8.0, 10, 1200.0  # campaign defaults; 1.2 TB of data per region
 

@@ -11,7 +11,6 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session
 
 from tests.db.seed import CAMPAIGN, P3, T0, add_dataset, add_regions, campaign_uri, hours
-from traingrid.campaigns.model import Placement
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.db.engine import engine_for, transaction
 from traingrid.db.models import Campaign, CampaignRun, Dataset, Region, RegionJob, RunStatus
@@ -22,6 +21,7 @@ from traingrid.db.repositories import (
     RunRepository,
 )
 from traingrid.errors import RecordNotFound
+from traingrid.vocabulary.campaign_fanout import Placement
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:CampaignFanout:sf-2026-11-20261101T0600"
 

@@ -19,7 +19,7 @@ from sqlalchemy.pool import NullPool
 from tests.db import seed
 from tests.db.conftest import POSTGRES_URL
 from tests.db.test_training_runs import outcome
-from traingrid import custom_resources
+from traingrid.db import custom_resource
 from traingrid.db.engine import dispose, transaction
 from traingrid.db.migrate import migrations_folder
 from traingrid.db.repositories import RegionRepository, RunRepository, TrainingRunRepository
@@ -38,7 +38,7 @@ def owner_and_app(postgres_server: Engine) -> Iterator[tuple[str, str, str]]:
     owner = make_url(POSTGRES_URL).update_query_dict(path).render_as_string(hide_password=False)
     app = (make_url(POSTGRES_URL).set(username=role, password=secrets.token_hex(16))
            .update_query_dict(path).render_as_string(hide_password=False))
-    result = custom_resources.apply_migrations(lambda: owner, migrations_folder(), lambda: app)
+    result = custom_resource.apply_migrations(lambda: owner, migrations_folder(), lambda: app)
     assert result["role"] == role and result["revision"]
     try:
         yield owner, app, schema
@@ -131,7 +131,7 @@ def test_a_secret_that_cannot_name_the_role_is_refused_with_every_problem(owner_
 
 def test_sqlite_has_no_roles_and_the_migration_still_runs(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'campaigns.db'}"
-    result = custom_resources.apply_migrations(lambda: url, migrations_folder(), lambda: url)
+    result = custom_resource.apply_migrations(lambda: url, migrations_folder(), lambda: url)
     assert result["role"] == "" and result["revision"]
     dispose(url)
 

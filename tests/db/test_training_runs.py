@@ -71,7 +71,7 @@ def test_a_status_step_functions_does_not_have_is_refused(migrated_url):
 
 
 def test_a_runs_cost_receipt_is_kept_exactly_and_summed_over_a_period(migrated_url):
-    from traingrid.training.records import run_cost
+    from traingrid.training.run_record import run_cost
 
     state = {"plan": {"job": {"instance_type": "p3.16xlarge", "attempts": [
         {"attempt": 1, "nodes": 4, "reason": "first attempt", "job_id": "job-1",

@@ -11,8 +11,8 @@ import pytest
 from moto.fsx.models import fsx_backends
 
 from traingrid.training.capacity import diagnose
-from traingrid.training.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
-from traingrid.training.catalog import resource_requirements
+from traingrid.vocabulary.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
+from traingrid.vocabulary.catalog import resource_requirements
 from traingrid_local.emulator import batch, capacity
 from traingrid_local.emulator.batch import fits_a_node
 from traingrid_local.emulator.clock import CLOCK

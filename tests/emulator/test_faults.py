@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from traingrid_local.emulator import faults
-from traingrid_local.emulator.faults import FAULTS, FaultPlan
+from traingrid_local.emulator import fault_injection
+from traingrid_local.emulator.fault_injection import FAULTS, FaultPlan
 from traingrid_local.emulator.session import Emulator
 
 
@@ -82,10 +82,10 @@ def test_concurrent_callers_share_the_first_calls() -> None:
 
 def test_a_session_installs_its_plan_and_removes_it_on_exit() -> None:
     with Emulator(fault_names={"stuck-runnable"}) as emulator:
-        assert faults.CURRENT is emulator.fault_plan
-        assert faults.CURRENT.on("stuck-runnable")
+        assert fault_injection.CURRENT is emulator.fault_plan
+        assert fault_injection.CURRENT.on("stuck-runnable")
 
-    assert not faults.CURRENT.active
+    assert not fault_injection.CURRENT.active
 
 
 SAGEMAKER_FAULTS = ("sagemaker-capacity", "sagemaker-job-failed", "sagemaker-quota")

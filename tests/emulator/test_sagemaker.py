@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from traingrid_local.emulator import faults, sagemaker
+from traingrid_local.emulator import fault_injection, sagemaker
 from traingrid_local.emulator.clock import CLOCK
-from traingrid_local.emulator.faults import FaultPlan
+from traingrid_local.emulator.fault_injection import FaultPlan
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
 from .conftest import StartEmulator
@@ -124,7 +124,7 @@ def _keys(emulator: Emulator, region: str, bucket: str = BUCKET) -> list[str]:
 def _set_faults(emulator: Emulator, names: set[str], region: str) -> None:
     plan = FaultPlan(frozenset(names), fault_region=region)
     emulator.fault_plan = plan
-    faults.set_plan(plan)
+    fault_injection.set_plan(plan)
 
 
 def _error(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from traingrid_local.emulator.faults import STATE_FAULTS, FaultPlan, StateFault
+from traingrid_local.emulator.fault_injection import STATE_FAULTS, FaultPlan, StateFault
 from traingrid_local.emulator.session import Emulator
 
 from .helpers import (

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from traingrid.aws import clients
 from traingrid_local.emulator import throttling
 from traingrid_local.emulator.clock import CLOCK
-from traingrid_local.emulator.faults import FaultPlan
+from traingrid_local.emulator.fault_injection import FaultPlan
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
 from .conftest import StartEmulator

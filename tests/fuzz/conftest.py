@@ -16,8 +16,8 @@ import pytest
 from hypothesis import strategies as st
 
 from tests.integration.conftest import serving
-from traingrid_local.serve import Served
-from traingrid_local.server import API_FUNCTION, api_routes, proxy_event
+from traingrid_local.api.server import API_FUNCTION, api_routes, proxy_event
+from traingrid_local.demo.served import Served
 
 # Any JSON value, a little of everything.
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),

@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from tests.fuzz.conftest import any_body, assert_clear_answer, json_values, nasty_text
 from traingrid.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
-from traingrid.training.catalog import INSTANCE_TYPES
-from traingrid_local import campaign_demo
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid.vocabulary.catalog import INSTANCE_TYPES
+from traingrid_local.stack import sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 
 FAST = settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                          HealthCheck.too_slow])
-CAMPAIGN = campaign_demo.CAMPAIGN
+CAMPAIGN = sample_campaign.CAMPAIGN
 SUBMITTED = {"name", "pipeline", "status", "started", "execution_arn", "console_url"}
 
 # Requests close to valid ones, with a field or two gone wrong: they reach deeper checks.

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.fuzz.conftest import any_body, nasty_text
-from traingrid_local import cli as cli_module
-from traingrid_local.cli import app
+from traingrid_local.cli import main as cli_module
+from traingrid_local.cli.main import app
 
 pytestmark = pytest.mark.e2e
 

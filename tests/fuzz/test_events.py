@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.conftest import json_values, malformed_json, nasty_text
 from traingrid import errors
-from traingrid_local import campaign_demo, report
-from traingrid_local.environment import DEMO_BUCKET
-from traingrid_local.schedules import scheduled_event
+from traingrid_local.stack import report, sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET
+from traingrid_local.stack.schedules import scheduled_event
 
 pytestmark = pytest.mark.e2e
 
@@ -142,7 +142,7 @@ def test_a_scheduled_event_with_its_time_still_retrains(invoke):
     assert not failed and outcome["window"] == "2026-11-22T02:00:00Z"
     # Whether the campaign still has new data depends on the fan-outs other tests started.
     assert {e["campaign"] for e in outcome["started"] + outcome["already_started"]
-            + outcome["skipped"]} <= {campaign_demo.CAMPAIGN}
+            + outcome["skipped"]} <= {sample_campaign.CAMPAIGN}
 
 
 # --- the state machines' first steps -------------------------------------------------------
@@ -182,10 +182,10 @@ fanout_options = st.one_of(json_values, st.fixed_dictionaries({}, optional={
 
 
 @FAST
-@given(campaign=st.one_of(st.just(campaign_demo.CAMPAIGN), nasty_text, json_values),
+@given(campaign=st.one_of(st.just(sample_campaign.CAMPAIGN), nasty_text, json_values),
        execution_input=st.one_of(json_values, st.builds(lambda o: {"options": o},
                                                          fanout_options)))
-@example(campaign=campaign_demo.CAMPAIGN, execution_input={"options": [1, 2]})
+@example(campaign=sample_campaign.CAMPAIGN, execution_input={"options": [1, 2]})
 @example(campaign=["av-drive-2026-11"], execution_input={"options": {"datasets": "some"}})
 def test_planning_a_fanout_from_any_execution_input_plans_or_lists_every_problem(
         invoke, campaign, execution_input):

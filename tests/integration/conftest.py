@@ -13,20 +13,20 @@ import pytest
 
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
-from traingrid_local import campaign_demo, report
-from traingrid_local.client import ApiClient
-from traingrid_local.demo import (
+from traingrid_local.api.client import ApiClient
+from traingrid_local.demo.runner import (
     DEFAULT_KEY,
     SCENARIOS,
     manifest_body,
     upload_sample_dataset,
     wait_for_runs,
 )
+from traingrid_local.demo.served import Served, served
 from traingrid_local.emulator import batch, lambda_inprocess, sagemaker
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import Emulator
-from traingrid_local.environment import DEMO_BUCKET, Deployment, deploy_traingrid
-from traingrid_local.serve import Served, served
+from traingrid_local.stack import report, sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
 SPEED = 4000.0
 
@@ -116,9 +116,9 @@ def run_campaign(emulated):
     def run(scenario: str = "happy", fault_region: str = "us-west-2",
             repeat_markers: int = 1) -> Outcome:
         emulator, deployment = emulated(scenario, fault_region)
-        campaign_demo.seed(deployment)
+        sample_campaign.seed(deployment)
         for _ in range(repeat_markers):
-            campaign_demo.upload_and_mark(emulator, deployment)
+            sample_campaign.upload_and_mark(emulator, deployment)
         return finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
     return run

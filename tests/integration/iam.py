@@ -24,7 +24,7 @@ from tests.iam_actions import actions_of, allows, as_list, granted, with_attache
 from traingrid_local.emulator import fsx
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
-from traingrid_local.environment import Deployment
+from traingrid_local.stack.environment import Deployment
 
 
 def role_actions(stack: Stack, function_name: str) -> set[str]:

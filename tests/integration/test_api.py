@@ -10,9 +10,9 @@ import time
 import pytest
 
 from tests.integration.iam import missing_permissions
-from traingrid_local import campaign_demo
 from traingrid_local.emulator import lambda_inprocess
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack import sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 
@@ -193,7 +193,7 @@ def test_invalid_queries_get_400(client, path, query, expected):
 
 
 def test_invalid_fanout_requests_and_headers_get_400(client):
-    answer = client.request("POST", f"/campaigns/{campaign_demo.CAMPAIGN}/runs",
+    answer = client.request("POST", f"/campaigns/{sample_campaign.CAMPAIGN}/runs",
                             {"datasets": "some", "instance_count": 0,
                              "instance_type": "p3.16xlarge"})
     assert answer.status == 400
@@ -273,24 +273,24 @@ def test_recent_runs_page_by_page_newest_first(client):
 
 
 def test_a_requested_fanout_trains_every_region_and_is_listed(client, served_api):
-    answer = client.request("POST", f"/campaigns/{campaign_demo.CAMPAIGN}/runs",
+    answer = client.request("POST", f"/campaigns/{sample_campaign.CAMPAIGN}/runs",
                             {"instance_count": 8, "hyperparameters": {"num_epochs": 30},
                              "regions": {"eu-west-1": {"hyperparameters": {"lr": 0.2},
                                                        "image_tag": "resnet-v2"}}},
                             headers={"Idempotency-Key": "fanout-1"})
     assert answer.status == 202, answer.body
     name = answer.body["name"]
-    assert name.startswith(f"{campaign_demo.CAMPAIGN}-")
+    assert name.startswith(f"{sample_campaign.CAMPAIGN}-")
     run = follow(client, name)
     assert run["status"] == "SUCCEEDED", run["cause"]
     assert run["pipeline"] == "CampaignFanout"
-    assert {a["region"] for a in run["artifacts"]} == set(campaign_demo.REGION_PRICES)
+    assert {a["region"] for a in run["artifacts"]} == set(sample_campaign.REGION_PRICES)
     (campaign,) = client.get("/campaigns")["campaigns"]
     assert campaign["last_run"]["name"] == name
     assert campaign["last_run"]["status"] == "SUCCEEDED"
     assert client.get("/runs", pipeline="campaign")["runs"][0]["name"] == name
     # One region's job ran its own hyper-parameters and image tag; the others the run's.
-    jobs = {job["requested_region"]: job for job in campaign_demo.region_jobs(
+    jobs = {job["requested_region"]: job for job in sample_campaign.region_jobs(
         served_api.deployment.database_url, run["execution_arn"])}
     def described(region):
         return served_api.emulator.client("sagemaker", region).describe_training_job(
@@ -313,7 +313,7 @@ def test_a_raw_request_gets_json_back(served_api):
 def test_every_state_of_both_pipelines_stays_small(client, served_api):
     """What the console shows of each state, far under Step Functions' 256 KB."""
     client.call("POST", "/runs", {"dataset": DATASET, "name": "small-states"})
-    client.call("POST", f"/campaigns/{campaign_demo.CAMPAIGN}/runs",
+    client.call("POST", f"/campaigns/{sample_campaign.CAMPAIGN}/runs",
                 {"name": "small-states-fanout", "datasets": "all"})
     sfn = served_api.emulator.client("stepfunctions")
     largest = {}

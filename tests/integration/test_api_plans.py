@@ -8,8 +8,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from traingrid_local.cli import app
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.cli.main import app
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 

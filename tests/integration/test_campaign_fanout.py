@@ -17,11 +17,11 @@ from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
 from traingrid.db.models import Campaign, RegionPrice
 from traingrid.db.repositories import CampaignRepository
-from traingrid_local import campaign_demo, report
-from traingrid_local.campaign_demo import CAMPAIGN, REGION_PRICES
-from traingrid_local.emulator.faults import StateFault
+from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.s3 import declare_size
 from traingrid_local.emulator.session import ACCOUNT_ID
+from traingrid_local.stack import report, sample_campaign
+from traingrid_local.stack.sample_campaign import CAMPAIGN, REGION_PRICES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +95,7 @@ def test_no_capacity_in_one_region_moves_its_job_and_says_why(run_campaign):
     moved = jobs_by_data_region(outcome)["us-west-2"]
     assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
     # The report says what it ran and how much was copied to where it trained.
-    assert moved["staged_bytes"] == 3 * campaign_demo.SHARD_BYTES
+    assert moved["staged_bytes"] == 3 * sample_campaign.SHARD_BYTES
     assert moved["entry_point"] == "traingrid_train.py"
     assert moved["image"].endswith(
         f".dkr.ecr.{moved['region']}.amazonaws.com/traingrid-sagemaker:0.1.0")
@@ -146,8 +146,8 @@ def test_a_failing_region_fails_the_run_and_keeps_the_others(run_campaign):
 def test_a_job_that_cannot_be_checked_is_stopped_by_the_run_itself(emulated):
     emulator, deployment = emulated("happy")
     emulator.set_faults(state_faults={"CheckRegionJob": StateFault("service-error")})
-    campaign_demo.seed(deployment)
-    campaign_demo.upload_and_mark(emulator, deployment)
+    sample_campaign.seed(deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
 
     outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
@@ -190,13 +190,13 @@ def test_each_campaign_function_calls_only_what_its_role_allows(run_campaign):
 
 def test_with_managed_spot_the_cheapest_plan_trains_where_spot_is_cheapest(emulated):
     emulator, deployment = emulated("happy", parameters={"ManagedSpot": "true"})
-    campaign_demo.seed(deployment)
+    sample_campaign.seed(deployment)
     with transaction(deployment.database_url) as session:
         # eu-west-1 is dearer than us-east-1 on demand, and the cheapest on spot.
         session.execute(update(RegionPrice).where(RegionPrice.region_code == "eu-west-1")
                         .values(spot_usd_per_hour=5.0))
         session.execute(update(Campaign).values(placement="cheapest"))
-    campaign_demo.upload_and_mark(emulator, deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
     outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
     assert outcome.execution["status"] == "SUCCEEDED", outcome.execution["cause"]
@@ -213,12 +213,12 @@ def test_with_managed_spot_the_cheapest_plan_trains_where_spot_is_cheapest(emula
 
 def test_a_5_tb_region_streams_its_data_with_a_small_volume(emulated):
     emulator, deployment = emulated("happy")
-    campaign_demo.seed(deployment)
+    sample_campaign.seed(deployment)
     bucket = deployment.regional["us-west-2"].outputs["CampaignBucketName"]
     key = f"campaigns/{CAMPAIGN}/us-west-2/drive-all.tfrecord"
     s3_backends[ACCOUNT_ID]["aws"].put_object(bucket, key, b"d" * 1024)
     declare_size(ACCOUNT_ID, bucket, key, 5 * 10**12)
-    campaign_demo.upload_and_mark(emulator, deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
 
     outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
@@ -239,7 +239,7 @@ def test_a_5_tb_region_streams_its_data_with_a_small_volume(emulated):
 
 def test_a_moved_job_stages_a_6_gb_object_and_5000_small_ones(emulated):
     emulator, deployment = emulated("sagemaker-capacity")
-    campaign_demo.seed(deployment)
+    sample_campaign.seed(deployment)
     bucket = deployment.regional["us-west-2"].outputs["CampaignBucketName"]
     prefix = f"campaigns/{CAMPAIGN}/us-west-2/"
     backend = s3_backends[ACCOUNT_ID]["aws"]
@@ -247,20 +247,20 @@ def test_a_moved_job_stages_a_6_gb_object_and_5000_small_ones(emulated):
     declare_size(ACCOUNT_ID, bucket, prefix + "huge/drive-all.tfrecord", 6 * 10**9)
     for index in range(5000):
         backend.put_object(bucket, f"{prefix}small/frame-{index:05d}.jpg", b"s" * 100)
-    campaign_demo.upload_and_mark(emulator, deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
 
     outcome = finish(emulator, deployment, "CampaignFanoutStateMachineArn")
 
     assert outcome.execution["status"] == "SUCCEEDED", outcome.execution["cause"]
     moved = jobs_by_data_region(outcome)["us-west-2"]
     assert moved["status"] == "Completed" and moved["region"] != "us-west-2"
-    small_shards = campaign_demo.SHARDS_PER_REGION * campaign_demo.SHARD_BYTES
+    small_shards = sample_campaign.SHARDS_PER_REGION * sample_campaign.SHARD_BYTES
     assert moved["staged_bytes"] == 6 * 10**9 + 5000 * 100 + small_shards
     target = outcome.emulator.client("s3", moved["region"])
     staged = [o for page in target.get_paginator("list_objects_v2").paginate(
         Bucket=deployment.regional[moved["region"]].outputs["ArtifactBucketName"],
         Prefix=prefix) for o in page.get("Contents", [])]
-    assert len(staged) == 5000 + 1 + campaign_demo.SHARDS_PER_REGION
+    assert len(staged) == 5000 + 1 + sample_campaign.SHARDS_PER_REGION
     assert {o["Key"]: o["Size"] for o in staged}[prefix + "huge/drive-all.tfrecord"] == 6 * 10**9
     # Copied by bounded calls that go on where the last one stopped.
     events = report.history(outcome.emulator, outcome.execution["execution_arn"])

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from tests.integration.iam import missing_permissions
-from traingrid_local import faultmatrix
+from traingrid_local.demo import fault_matrix
+from traingrid_local.demo.fault_matrix import REACH, Cell
 from traingrid_local.emulator import lambda_inprocess
-from traingrid_local.emulator.faults import STATE_FAULTS
-from traingrid_local.faultmatrix import REACH, Cell
+from traingrid_local.emulator.fault_injection import STATE_FAULTS
 
 pytestmark = pytest.mark.e2e
 
@@ -34,9 +34,9 @@ SAMPLE = [
 
 
 def test_the_matrix_is_every_task_state_of_both_pipelines_times_every_fault():
-    everything = faultmatrix.cells()
-    for pipeline, (_, path, _) in faultmatrix.PIPELINES.items():
-        definition = json.loads((faultmatrix.ROOT / path).read_text())
+    everything = fault_matrix.cells()
+    for pipeline, (_, path, _) in fault_matrix.PIPELINES.items():
+        definition = json.loads((fault_matrix.ROOT / path).read_text())
         tasks = {name for branch in _branches(definition)
                  for name, state in branch["States"].items() if state["Type"] == "Task"}
         assert {c.state for c in everything if c.pipeline == pipeline} == tasks
@@ -54,7 +54,7 @@ def _branches(definition):
 
 def test_faults_that_lead_to_a_state_name_real_states_and_faults():
     for (pipeline, state), (_, at_states) in REACH.items():
-        states = faultmatrix.pipeline_states(pipeline)
+        states = fault_matrix.pipeline_states(pipeline)
         assert state in states and set(at_states) <= set(states)
         named, faults = Cell(pipeline, state, "timeout").faults()
         assert faults[state].kind == "timeout" and set(at_states) < set(faults)
@@ -62,7 +62,7 @@ def test_faults_that_lead_to_a_state_name_real_states_and_faults():
 
 def test_asking_for_what_is_not_there_says_what_is():
     with pytest.raises(ValueError) as raised:
-        faultmatrix.cells(["training"], ["PlanFanout"], ["meteor"])
+        fault_matrix.cells(["training"], ["PlanFanout"], ["meteor"])
     message = str(raised.value)
     assert "unknown fault 'meteor'" in message and "no Task state 'PlanFanout'" in message
     assert "CreateFileSystem" in message
@@ -77,7 +77,7 @@ def test_a_part_of_the_matrix_ends_as_expected_with_nothing_leaked(tmp_path):
         unauthorised.extend(missing_permissions(deployment.stack, dict(lambda_inprocess.CALLS)))
         janitor_calls.append(lambda_inprocess.CALLS[deployment.stack.resources["JanitorFunction"]])
 
-    results = faultmatrix.run(SAMPLE, database_dir=tmp_path, after=check_roles)
+    results = fault_matrix.run(SAMPLE, database_dir=tmp_path, after=check_roles)
 
     assert [r.cell for r in results] == SAMPLE
     assert unauthorised == []
@@ -105,5 +105,5 @@ def test_a_part_of_the_matrix_ends_as_expected_with_nothing_leaked(tmp_path):
     assert set(aborted["jobs"].values()) == {"Stopped"}
     storm = by_cell[("CreateFileSystem", "throttling-storm")]
     assert storm.error == "FSx.ThrottlingException" and "quota" in storm.cause
-    rows = faultmatrix.table_rows(results)
+    rows = fault_matrix.table_rows(results)
     assert rows["training"][0] == ["CreateFileSystem", "-", "FAILED · 0 leaked", "-", "-"]

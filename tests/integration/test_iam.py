@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from tests.integration.conftest import finish
 from tests.integration.iam import Statement, dead_statements
-from traingrid_local import campaign_demo
-from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, manifest_body, upload_sample_dataset
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.demo.runner import DEFAULT_KEY, SCENARIOS, manifest_body, upload_sample_dataset
+from traingrid_local.stack import sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 
 def test_every_role_statement_can_match_what_the_stack_has_or_makes(emulated):
@@ -22,8 +22,8 @@ def test_every_role_statement_can_match_what_the_stack_has_or_makes(emulated):
     emulator.set_faults(SCENARIOS["export-failed"].faults)
     s3.put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY,
                   Body=manifest_body(SCENARIOS["export-failed"], b'{"name": "archive-refused"}'))
-    campaign_demo.seed(deployment)
-    campaign_demo.upload_and_mark(emulator, deployment)
+    sample_campaign.seed(deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
     fanout = finish(emulator, deployment, "CampaignFanoutStateMachineArn").execution
     assert fanout["status"] == "SUCCEEDED"
     runs = finish(emulator, deployment, "TrainingRunStateMachineArn").report["executions"]

@@ -12,12 +12,12 @@ from tests.emulator.helpers import wait_until
 from tests.integration.conftest import SPEED
 from tests.integration.iam import missing_permissions
 from traingrid.training.plan import OUTPUTS_DIR, archive_prefix
-from traingrid_local import report, schedules
-from traingrid_local.demo import DEFAULT_KEY, settle, upload_sample_dataset, wait_for_runs
+from traingrid_local.demo.runner import DEFAULT_KEY, settle, upload_sample_dataset, wait_for_runs
 from traingrid_local.emulator import batch, fsx, lambda_inprocess
-from traingrid_local.emulator.faults import StateFault
+from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
-from traingrid_local.environment import DEMO_BUCKET, deploy_traingrid
+from traingrid_local.stack import report, schedules
+from traingrid_local.stack.environment import DEMO_BUCKET, deploy_traingrid
 
 pytestmark = pytest.mark.e2e
 

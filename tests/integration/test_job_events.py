@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.conftest import finish
-from traingrid_local.demo import DEFAULT_KEY, SCENARIOS, manifest_body, upload_sample_dataset
+from traingrid_local.demo.runner import DEFAULT_KEY, SCENARIOS, manifest_body, upload_sample_dataset
 from traingrid_local.emulator import batch
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 FALLBACK_S = 24 * 3600  # the template's default JobEventFallbackSeconds
 JANITOR_INTERVAL_S = 5 * 60  # the template's default JanitorSchedule

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from traingrid_local import report
-from traingrid_local.demo import wait_for_runs
+from traingrid_local.demo.runner import wait_for_runs
 from traingrid_local.emulator import throttling
 from traingrid_local.emulator.session import ACCOUNT_ID
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack import report
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 

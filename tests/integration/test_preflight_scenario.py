@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.integration.iam import missing_permissions
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 FIGURE = "node 10.20.0.20 (rank 80): 125 images/s, median 625: below 50%"
 

@@ -11,7 +11,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from traingrid.costs import receipt
-from traingrid.training.catalog import INSTANCE_TYPES
+from traingrid.vocabulary.catalog import INSTANCE_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,12 +11,12 @@ import pytest
 from tests.integration.iam import missing_permissions
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import DatasetRepository
-from traingrid_local import campaign_demo, schedules
 from traingrid_local.emulator import lambda_inprocess
+from traingrid_local.stack import sample_campaign, schedules
 
 pytestmark = pytest.mark.e2e
 
-CAMPAIGN = campaign_demo.CAMPAIGN
+CAMPAIGN = sample_campaign.CAMPAIGN
 NIGHT = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
 
 
@@ -50,7 +50,7 @@ def register_new_data(served_api, region: str, folder: str) -> None:
     with transaction(served_api.deployment.database_url) as session:
         DatasetRepository(session).register(
             CAMPAIGN, region, f"s3://{bucket}/campaigns/{CAMPAIGN}/{region}/{folder}/", 3,
-            3 * campaign_demo.SHARD_BYTES)
+            3 * sample_campaign.SHARD_BYTES)
 
 
 def test_a_double_fire_starts_one_fanout_and_only_new_data_is_retrained(served_api, client):

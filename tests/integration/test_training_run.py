@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.iam import missing_permissions
 from traingrid.training.plan import DEFAULT_TRAIN_COMMAND
-from traingrid_local import report
-from traingrid_local.environment import DEMO_BUCKET
+from traingrid_local.stack import report
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traingrid.campaigns.records import _fanout_input
-from traingrid.campaigns.request import (
+from traingrid.campaigns.database_steps import _fanout_input
+from traingrid.campaigns.fanout_request import (
     TRAINER_HYPERPARAMETERS,
     TRAINER_OPTIONS_NOT_HYPERPARAMETERS,
     FanoutRequest,

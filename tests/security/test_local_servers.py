@@ -23,10 +23,10 @@ import pytest
 from moto import mock_aws
 
 from tests.integration.conftest import serving
-from traingrid_local.client import TOKEN_HEADER, ApiClient
+from traingrid_local.api.client import TOKEN_HEADER, ApiClient
+from traingrid_local.api.server import ApiServer
 from traingrid_local.console.remote import remote
-from traingrid_local.environment import DEMO_BUCKET
-from traingrid_local.server import ApiServer
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 

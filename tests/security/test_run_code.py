@@ -18,7 +18,7 @@ from tests.integration.conftest import emulated, finish, run_scenario  # noqa: F
 from traingrid.errors import CommandNotPermitted, RequestInvalid
 from traingrid.settings import Settings
 from traingrid.training import plan_step
-from traingrid.training.request import (
+from traingrid.training.run_request import (
     DEFAULT_EXTRA_MPI_PARAMS,
     MPI_PARAMS_PATTERN,
     MPI_VARIABLE_REFUSED_WORDS,
@@ -27,10 +27,10 @@ from traingrid.training.request import (
 )
 from traingrid.training.trigger import request_from_manifest
 from traingrid.validation import parse
-from traingrid_local.demo import upload_sample_dataset
+from traingrid_local.api.server import API_FUNCTION, api_routes, lambda_invoker, proxy_event
+from traingrid_local.demo.runner import upload_sample_dataset
 from traingrid_local.emulator.deploy import load_template
-from traingrid_local.environment import DEMO_BUCKET
-from traingrid_local.server import API_FUNCTION, api_routes, lambda_invoker, proxy_event
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"

@@ -16,7 +16,7 @@ from traingrid.settings import TriggerSettings
 from traingrid.training import trigger
 from traingrid.training.archive import file_system_path, outputs_of
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid_local.emulator import fsx
 from traingrid_local.emulator.session import ACCOUNT_ID
 

@@ -24,9 +24,9 @@ from tests.template.aws_calls import (
     handler_calls,
     states,
 )
-from traingrid.training.catalog import DeploymentType
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
+from traingrid.vocabulary.catalog import DeploymentType
 from traingrid_local.emulator.deploy import REGIONAL_TEMPLATE, TEMPLATE, load_template
 
 ROOT = TEMPLATE.parent

@@ -17,12 +17,12 @@ import yaml
 from tests.iam_actions import as_list, statements, with_attached
 from traingrid.api import resolver
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
-from traingrid.campaigns.model import RegionJobStatus, RunStatus
-from traingrid.campaigns.request import FanoutRequest
+from traingrid.campaigns.fanout_request import FanoutRequest
 from traingrid.settings import ApiSettings
-from traingrid.training.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
 from traingrid.training.plan import DEFAULT_TRAIN_COMMAND, job_environment
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus, RunStatus
+from traingrid.vocabulary.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,

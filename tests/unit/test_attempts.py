@@ -12,7 +12,7 @@ from traingrid.training import attempts
 from traingrid.training.attempts import FailureKind, classify, newest_checkpoint, next_attempt
 from traingrid.training.failures import explain
 from traingrid.training.plan import GIB, DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

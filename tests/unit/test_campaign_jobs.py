@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traingrid.campaigns import fanout
+from traingrid.campaigns import branch
 from traingrid.campaigns.markers import parse_marker
-from traingrid.campaigns.model import RegionJobStatus
 from traingrid.campaigns.sagemaker_job import (
     CHECKPOINTS_AND_MODEL_GB,
     FILE_MODE_MAX_BYTES,
@@ -26,6 +25,7 @@ from traingrid.campaigns.sagemaker_job import (
 from traingrid.errors import RequestInvalid
 from traingrid.naming import fanout_name
 from traingrid.training.waits import Poll
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-2",
@@ -134,26 +134,26 @@ def test_the_request_reads_the_data_as_the_plan_chose():
 
 
 def test_capacity_failures_move_on_and_other_failures_do_not():
-    capacity = fanout.check({"TrainingJobStatus": "Failed", "FailureReason":
+    capacity = branch.check({"TrainingJobStatus": "Failed", "FailureReason":
                              "CapacityError: Unable to provision requested ML compute"}, Poll())
     assert capacity["status"] == RegionJobStatus.CAPACITY_UNAVAILABLE
-    algorithm = fanout.check({"TrainingJobStatus": "Failed",
+    algorithm = branch.check({"TrainingJobStatus": "Failed",
                               "FailureReason": "AlgorithmError: mpirun exited 1"}, Poll())
     assert algorithm["status"] == "Failed"
-    running = fanout.check({"TrainingJobStatus": "InProgress",
+    running = branch.check({"TrainingJobStatus": "InProgress",
                             "SecondaryStatus": "Training"}, Poll())
-    assert running["poll"]["wait_s"] == fanout.SAGEMAKER_BACKOFF.first_s
+    assert running["poll"]["wait_s"] == branch.SAGEMAKER_BACKOFF.first_s
 
 
 def test_next_region_follows_the_plan_then_gives_up_naming_every_region():
     job = {"region": "us-west-2", "requested_region": "us-west-2", "attempt": 1,
            "fallbacks": ["us-east-1", "eu-west-1"], "instance_type": "ml.p3.16xlarge",
            "instance_count": 10}
-    moved = fanout.next_region(job, "CapacityError: none")
+    moved = branch.next_region(job, "CapacityError: none")
     assert (moved["region"], moved["status"], moved["attempt"]) == ("us-east-1", "Moving", 2)
-    moved = fanout.next_region(moved, "CapacityError: none")
+    moved = branch.next_region(moved, "CapacityError: none")
     assert moved["region"] == "eu-west-1"
-    done = fanout.next_region(moved, "ResourceLimitExceeded: quota")
+    done = branch.next_region(moved, "ResourceLimitExceeded: quota")
     assert done["status"] == "Failed"
     assert "tried us-west-2, us-east-1, eu-west-1" in done["reason"]
 
@@ -164,7 +164,7 @@ def test_no_capacity_first_halves_the_instances_in_the_region_then_moves_with_al
            "requested_instance_count": 10, "min_instance_count": 3}
     steps = []
     while job.get("status") != "Failed":
-        job = fanout.next_region(job, "CapacityError: none")
+        job = branch.next_region(job, "CapacityError: none")
         steps.append((job["region"], job["instance_count"]))
     assert steps == [("us-west-2", 5), ("us-west-2", 3), ("us-east-1", 10), ("us-east-1", 5),
                      ("us-east-1", 3), ("us-east-1", 3)]
@@ -189,9 +189,9 @@ def test_scheduled_and_marker_fanouts_of_one_window_differ():
 
 
 def test_overrides_for_regions_without_a_job_and_a_minimum_above_the_count_are_refused():
-    from traingrid.campaigns.model import RegionJobPlan
-    from traingrid.campaigns.records import check_plan_options
+    from traingrid.campaigns.database_steps import check_plan_options
     from traingrid.errors import RequestInvalid
+    from traingrid.vocabulary.campaign_fanout import RegionJobPlan
 
     plan = RegionJobPlan(
         region="us-east-1", requested_region="us-east-1", s3_uri="s3://b/p/", objects=1,

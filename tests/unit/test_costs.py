@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from traingrid.costs import prices, receipt
-from traingrid.training.records import run_cost
+from traingrid.training.run_record import run_cost
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -165,7 +165,7 @@ def test_sagemaker_bills_its_billable_seconds_and_says_what_spot_saved():
 def test_an_ended_fanout_is_priced_from_its_recorded_regions_and_one_in_flight_is_not():
     from dataclasses import replace
 
-    from traingrid.costs.fanout import recorded
+    from traingrid.costs.region_usage import recorded
     from traingrid.runs import view
 
     price = prices.Price(30.47, "instance-hour", "region_prices p3 in eu-west-1")

@@ -1,7 +1,11 @@
-"""The first-party packages import each other without cycles.
+"""The first-party packages import each other without cycles, module by module and package by
+package, and each module's name says what it holds.
 
 Every ``import`` and ``from … import`` of a first-party module counts, at module level and
 inside functions alike: a lazy import hides a knot from the interpreter, not from the reader.
+At package level a module counts as its package (``traingrid.db.models`` as ``traingrid.db``;
+a root package's own modules as the root), so ``db`` importing ``campaigns`` while ``campaigns``
+imports ``db`` is a knot even when no two modules import each other.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ PACKAGE_ROOTS = {
     "traingrid": ROOT / "layers" / "traingrid" / "python" / "traingrid",
     "traingrid_local": ROOT / "src" / "traingrid_local",
     "traingrid_node": ROOT / "containers" / "mnp" / "traingrid_node",
+    "traingrid_trainer": ROOT / "containers" / "mnp" / "traingrid_trainer",
 }
 
 
@@ -56,6 +61,22 @@ def import_graph() -> dict[str, set[str]]:
     return {module: _imported(module, path, known) for module, path in modules.items()}
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph seen package by package: an edge between two packages for every import
+    from a module of one to a module of the other."""
+    modules = _modules()
+
+    def package(module: str) -> str:
+        is_package = modules[module].name == "__init__.py"
+        return module if is_package else module.rpartition(".")[0]
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        edges = packages.setdefault(package(module), set())
+        edges.update(package(target) for target in targets if package(target) != package(module))
+    return packages
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as a path that ends where it starts, or None."""
     state: dict[str, str] = {}  # "open" while on the path, "done" after
@@ -84,6 +105,33 @@ def test_the_first_party_packages_have_no_import_cycle():
     assert len(graph) > 50, "the import graph should hold every first-party module"
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_first_party_packages_have_no_package_level_cycle():
+    packages = package_graph(import_graph())
+    assert {"traingrid.vocabulary", "traingrid.db", "traingrid_local.cli"} <= set(packages)
+    cycle = find_cycle(packages)
+    assert cycle is None, "package-level import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_shared_vocabulary_imports_nothing_of_the_features() -> None:
+    """``traingrid.vocabulary`` is what the data layer, the steps and the janitor share: it
+    depends on none of them (standard library only)."""
+    graph = import_graph()
+    vocabulary = {m: t for m, t in graph.items() if m.startswith("traingrid.vocabulary")}
+    assert vocabulary and all(t <= set(vocabulary) for t in vocabulary.values()), vocabulary
+
+
+def test_no_two_modules_of_a_package_share_a_name() -> None:
+    """Within each first-party package, a module's name is its own: two ``records.py`` meaning
+    different things make a reader open both."""
+    for package, root in PACKAGE_ROOTS.items():
+        seen: dict[str, list[str]] = {}
+        for path in root.rglob("*.py"):
+            if path.stem not in {"__init__", "__main__"}:
+                seen.setdefault(path.stem, []).append(str(path.relative_to(root)))
+        repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
+        assert not repeated, f"{package}: {repeated}"
 
 
 def test_a_cycle_is_found_and_named():

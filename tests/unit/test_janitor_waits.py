@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from traingrid.aws import clients, stepfunctions, task_tokens
 from traingrid.aws.task_tokens import ParkedWait
-from traingrid.janitor import waits as janitor_waits
+from traingrid.janitor import parked_waits as janitor_waits
 from traingrid.training import completion
 
 TABLE = "job-tokens"

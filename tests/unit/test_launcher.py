@@ -9,7 +9,7 @@ import pytest
 
 from traingrid.errors import RequestInvalid
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
 from traingrid_node import config as node_config
 

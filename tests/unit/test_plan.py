@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from traingrid.errors import RequestInvalid
-from traingrid.training.catalog import DeploymentType, is_valid_capacity, round_up_capacity
 from traingrid.training.plan import GIB, DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
+from traingrid.vocabulary.catalog import DeploymentType, is_valid_capacity, round_up_capacity
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:TrainingRun:run-1"
@@ -116,7 +116,7 @@ def test_cost_estimate():
 def test_the_plan_has_exactly_the_keys_its_type_declares():
     from typing import get_type_hints, is_typeddict
 
-    from traingrid.training.state import RunPlan
+    from traingrid.vocabulary.training_run import RunPlan
 
     def keys_match(value, declared, path="plan"):
         assert set(value) == set(declared.__annotations__), path

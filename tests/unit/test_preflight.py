@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 from traingrid.training import attempts
 from traingrid.training.attempts import FailureKind, classify, next_attempt
-from traingrid.training.catalog import INSTANCE_TYPES, preflight_thresholds
 from traingrid.training.plan import GIB, DatasetSize, job_environment, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
+from traingrid.vocabulary.catalog import INSTANCE_TYPES, preflight_thresholds
 from traingrid_node.preflight import PREFLIGHT_FILE
 from traingrid_node.status import EXIT_PREFLIGHT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from traingrid.errors import RequestInvalid
-from traingrid.training.request import DEFAULT_EXTRA_MPI_PARAMS, TrainingRunRequest
+from traingrid.training.run_request import DEFAULT_EXTRA_MPI_PARAMS, TrainingRunRequest
 from traingrid.training.trigger import request_from_manifest
 from traingrid.validation import parse
 

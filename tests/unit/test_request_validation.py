@@ -10,11 +10,11 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traingrid.campaigns.request import FanoutRequest
+from traingrid.campaigns.fanout_request import FanoutRequest
 from traingrid.errors import RequestInvalid
-from traingrid.training.catalog import INSTANCE_TYPES, DeploymentType
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
+from traingrid.vocabulary.catalog import INSTANCE_TYPES, DeploymentType
 from traingrid_local.schemas import SCHEMA_DIR
 
 SCHEMAS = {

@@ -10,9 +10,9 @@ import pytest
 
 from traingrid.errors import RequestInvalid
 from traingrid.settings import Settings
-from traingrid.training import catalog
-from traingrid.training.catalog import INSTANCE_TYPES, loader_shared_memory_mib
-from traingrid.training.request import TrainingRunRequest, require_runnable_here
+from traingrid.training.run_request import TrainingRunRequest, require_runnable_here
+from traingrid.vocabulary import catalog
+from traingrid.vocabulary.catalog import INSTANCE_TYPES, loader_shared_memory_mib
 from traingrid_local.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

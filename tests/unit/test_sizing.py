@@ -9,11 +9,11 @@ import pytest
 
 from traingrid.settings import Settings
 from traingrid.training import plan_step
-from traingrid.training.catalog import FSX_TIERS, INSTANCE_TYPES, is_valid_capacity
 from traingrid.training.plan import DatasetSize, plan_run
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
 from traingrid.training.sizing import DEFAULT_RECORD_BYTES, read_demand, size_file_system
 from traingrid.validation import parse
+from traingrid.vocabulary.catalog import FSX_TIERS, INSTANCE_TYPES, is_valid_capacity
 
 GB = 10**9
 IMAGENET = DatasetSize(objects=1281, bytes=150 * GB)  # 1,281 TFRecord shards

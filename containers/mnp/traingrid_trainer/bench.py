@@ -31,7 +31,7 @@ from traingrid_trainer import data, tfrecord
 from traingrid_trainer.config import PIPELINES
 
 # ResNet-50 v1.5 mixed-precision training images/s per GPU: NVIDIA's published figures, as
-# the runtime's catalog cites them (layers/traingrid/python/traingrid/training/catalog.py,
+# the runtime's catalog cites them (layers/traingrid/python/traingrid/vocabulary/catalog.py,
 # GPU_IMAGES_PER_S: DeepLearningExamples' resnet50v1.5 README, ~1,200 on a V100 and ~2,500 on
 # an A100; the "Data Center Deep Learning Product Performance" page, ~3,000 on an H100 SXM).
 # The image has no runtime package, so the figures are copied; a test keeps them equal.

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
-from traingrid_local.client import ApiClient, Signer, Unreachable, Unsendable, stack_outputs
+from traingrid_local.api.client import ApiClient, Signer, Unreachable, Unsendable, stack_outputs
+from traingrid_local.api.server import ApiServer, Invoke, RequestLog, openapi_routes
 from traingrid_local.console.app import Console
-from traingrid_local.demo import STATE_MACHINES, state_machines
-from traingrid_local.server import ApiServer, Invoke, RequestLog, openapi_routes
+from traingrid_local.stack.environment import STATE_MACHINES, state_machines
 
 # The request headers the API reads; the rest (cookies, the browser's own) stay here.
 FORWARDED = ("content-type", "idempotency-key")

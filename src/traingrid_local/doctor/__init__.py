@@ -15,8 +15,8 @@ from typing import Any
 
 from traingrid.campaigns.sagemaker_job import GPUS_PER_HOST
 from traingrid.db.models import Campaign
-from traingrid.training.catalog import INSTANCE_TYPES
-from traingrid.training.request import TrainingRunRequest
+from traingrid.training.run_request import TrainingRunRequest
+from traingrid.vocabulary.catalog import INSTANCE_TYPES
 from traingrid_local.doctor.checks import BLOCKER, WARNING, Aws, AwsError, Finding, run_checks
 from traingrid_local.doctor.needs import (
     ConfigurationError,

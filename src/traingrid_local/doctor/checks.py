@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from traingrid.aws import clients
-from traingrid.training.catalog import InstanceType
+from traingrid.vocabulary.catalog import InstanceType
 from traingrid_local.doctor.needs import Image, Needs
 
 OK, WARNING, BLOCKER = "ok", "warning", "blocker"

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
-from traingrid.training.catalog import INSTANCE_TYPES, InstanceType
+from traingrid.vocabulary.catalog import INSTANCE_TYPES, InstanceType
 
 ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"
                      r"(?:\.cn)?/(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[\w.-]+))?"

@@ -11,7 +11,7 @@ So :func:`without_api_gateway` takes out of the translated template every
 ``AWS::ApiGateway::*`` resource, whatever refers to one (the permissions that let API Gateway
 invoke the function) and the outputs that name one, and reports what it took out. Everything
 behind the API is deployed as it ships: the API function with its environment and role, and
-the idempotency table. ``traingrid serve`` (:mod:`traingrid_local.server`) does what API
+the idempotency table. ``traingrid serve`` (:mod:`traingrid_local.api.server`) does what API
 Gateway would: it turns HTTP requests into the REST proxy events API Gateway sends to that same
 function. What it does not do: SigV4 authorisation (the template tests check that every method
 requires it), throttling and access logs.

@@ -44,8 +44,8 @@ from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_api._internal.managed_state_model import ManagedState
 
 from traingrid.training.attempts import EXIT_PREFLIGHT
-from traingrid.training.catalog import ECS_AGENT_RESERVED_MIB
-from traingrid_local.emulator import capacity, events, faults, workload
+from traingrid.vocabulary.catalog import ECS_AGENT_RESERVED_MIB
+from traingrid_local.emulator import capacity, events, fault_injection, workload
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
@@ -278,7 +278,7 @@ def announce(job: Job) -> None:
         new, simulated.announced = path[simulated.announced:], len(path)
     described = job.describe()
     for status in new:
-        if faults.CURRENT.on("lost-events"):
+        if fault_injection.CURRENT.on("lost-events"):
             DROPPED_EVENTS["count"] += 1
             continue
         detail = dict(described, status=status)
@@ -326,10 +326,11 @@ def _submitjob(previous: Any) -> Any:
         num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
         command = list(_container_value(definition, overrides, "command") or [])
         linux = _container_value(definition, overrides, "linuxParameters") or {}
-        over_quota = (faults.CURRENT.on("vcpu-quota")
+        faults = fault_injection.CURRENT
+        over_quota = (faults.on("vcpu-quota")
                       and num_nodes * instance_vcpus(instance_type) > VCPU_LIMIT)
-        no_capacity = (faults.CURRENT.on("stuck-runnable") or over_quota
-                       or (faults.CURRENT.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
+        no_capacity = (faults.on("stuck-runnable") or over_quota
+                       or (faults.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
         job.simulated = SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
@@ -340,9 +341,9 @@ def _submitjob(previous: Any) -> Any:
                 environment, command, num_nodes,
                 int(linux.get("sharedMemorySize") or workload.DOCKER_SHM_MIB)),
             stuck=no_capacity or not fits_a_node(instance_type, requirements),
-            fails=faults.CURRENT.on("batch-job-failed"),
+            fails=faults.on("batch-job-failed"),
             lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
-            slow_node=(faults.CURRENT.on("slow-node") and faults.CURRENT.first_time(
+            slow_node=(faults.on("slow-node") and faults.first_time(
                 "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
             training_seconds=training_seconds(environment),
         )
@@ -358,7 +359,7 @@ def _submitjob(previous: Any) -> Any:
 
 
 def _loses_its_host(run: str) -> bool:
-    plan = faults.CURRENT
+    plan = fault_injection.CURRENT
     return (plan.on("node-lost-every-attempt")
             or (plan.on("node-lost") and plan.first_time("node-lost", run)))
 

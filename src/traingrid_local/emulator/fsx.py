@@ -34,7 +34,7 @@ from moto.fsx.models import FileSystem, FSxBackend
 from moto.fsx.responses import FSxResponse
 from moto.s3.models import s3_backends
 
-from traingrid_local.emulator import faults
+from traingrid_local.emulator import fault_injection
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
@@ -57,7 +57,7 @@ def _init(previous: Any) -> Any:
         previous(self, *args, **kwargs)
         self.created_at = CLOCK.now()
         self.files = {}
-        self.fails_hydrating = faults.CURRENT.on("fsx-create-failed")
+        self.fails_hydrating = fault_injection.CURRENT.on("fsx-create-failed")
         lustre = self.lustre_configuration
         if lustre is not None:
             repository = {k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
@@ -174,7 +174,7 @@ class ExportTask:
         self.paths = [p.strip("/") for p in paths] or [""]
         self.token = token
         self.created_at = CLOCK.now()
-        self.fails = faults.CURRENT.on("export-failed")
+        self.fails = fault_injection.CURRENT.on("export-failed")
         self.arn = f"arn:aws:fsx:{backend.region_name}:{backend.account_id}:task/{self.task_id}"
         self.exported: int | None = None
         self.failure: str | None = None

@@ -50,7 +50,7 @@ from moto.sagemaker.models import FakeTrainingJob, SageMakerModelBackend
 from moto.sagemaker.responses import SageMakerResponse
 from moto.utilities.utils import get_partition
 
-from traingrid_local.emulator import faults
+from traingrid_local.emulator import fault_injection
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
@@ -268,12 +268,12 @@ def artifact_uri(job: FakeTrainingJob) -> str:
 def _plan(job: FakeTrainingJob, region: str) -> tuple[list[tuple[str, float]], str | None]:
     """Secondary statuses and their lengths, and the failure if a fault strikes this job."""
     _, count = _instances(job.resource_config)
-    if faults.CURRENT.on_in_region("sagemaker-capacity", region) or (
-            faults.CURRENT.on_in_region("sagemaker-capacity-5", region)
+    if fault_injection.CURRENT.on_in_region("sagemaker-capacity", region) or (
+            fault_injection.CURRENT.on_in_region("sagemaker-capacity-5", region)
             and count > LIMITED_CAPACITY_INSTANCES):
         return [("Starting", CAPACITY_FAILS_AFTER_SECONDS)], CAPACITY_ERROR
     before_training = [("Starting", STARTING_SECONDS), ("Downloading", DOWNLOADING_SECONDS)]
-    if faults.CURRENT.on_in_region("sagemaker-job-failed", region):
+    if fault_injection.CURRENT.on_in_region("sagemaker-job-failed", region):
         failing_after = min(ALGORITHM_FAILS_AFTER_SECONDS, TRAINING_SECONDS)
         return [*before_training, ("Training", failing_after)], algorithm_error(job)
     return [*before_training, ("Training", TRAINING_SECONDS),
@@ -302,7 +302,7 @@ def _check_name(backend: SageMakerModelBackend, name: str) -> None:
 
 
 def _check_quota(backend: SageMakerModelBackend, resource_config: dict[str, Any]) -> None:
-    if faults.CURRENT.on_in_region("sagemaker-quota", backend.region_name):
+    if fault_injection.CURRENT.on_in_region("sagemaker-quota", backend.region_name):
         instance_type, count = _instances(resource_config)
         raise ResourceLimitExceeded(
             f"The account-level service limit '{instance_type} for training job usage' is 0 "

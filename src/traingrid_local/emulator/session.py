@@ -22,7 +22,7 @@ from traingrid_local.emulator import (
     capacity,
     cloudformation,
     events,
-    faults,
+    fault_injection,
     fsx,
     lambda_inprocess,
     s3,
@@ -91,10 +91,10 @@ class Emulator:
     def __init__(self, speed: float = DEFAULT_SPEED,
                  fault_names: frozenset[str] | set[str] = frozenset(),
                  region: str = REGION, fault_region: str = "us-west-2",
-                 state_faults: Mapping[str, faults.StateFault] | None = None) -> None:
+                 state_faults: Mapping[str, fault_injection.StateFault] | None = None) -> None:
         self.speed = speed
-        self.fault_plan = faults.FaultPlan(frozenset(fault_names), fault_region=fault_region,
-                                           at_states=dict(state_faults or {}))
+        self.fault_plan = fault_injection.FaultPlan(
+            frozenset(fault_names), fault_region=fault_region, at_states=dict(state_faults or {}))
         self.region = region
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._saved_env: dict[str, str | None] = {}
@@ -112,7 +112,7 @@ class Emulator:
         throttling.RATES.reset()
         account.ACCOUNT.reset()
         capacity.reset()
-        faults.set_plan(self.fault_plan)
+        fault_injection.set_plan(self.fault_plan)
         sfn_events.enabled(True)
         traingrid.clock.now = CLOCK.now
         # Record what each function calls, through the sessions its clients come from: ours,
@@ -140,7 +140,7 @@ class Emulator:
             PATCHES.undo_all()
         clients.reset()
         traingrid.clock.now = self._saved_now
-        faults.set_plan(faults.FaultPlan())
+        fault_injection.set_plan(fault_injection.FaultPlan())
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -148,12 +148,12 @@ class Emulator:
                 os.environ[key] = value
 
     def set_faults(self, fault_names: frozenset[str] | set[str] = frozenset(),
-                   state_faults: Mapping[str, faults.StateFault] | None = None) -> None:
+                   state_faults: Mapping[str, fault_injection.StateFault] | None = None) -> None:
         """Another fault plan from now on (runs already started see it too)."""
-        self.fault_plan = faults.FaultPlan(frozenset(fault_names),
+        self.fault_plan = fault_injection.FaultPlan(frozenset(fault_names),
                                            fault_region=self.fault_plan.fault_region,
                                            at_states=dict(state_faults or {}))
-        faults.set_plan(self.fault_plan)
+        fault_injection.set_plan(self.fault_plan)
 
     def client(self, service: str, region: str | None = None) -> Any:
         """A client of the emulated account, one per service and region for the session."""

@@ -54,10 +54,10 @@ from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.responses import get_backend
 from moto.utilities.arns import parse_arn
 
-from traingrid_local.emulator import faults
+from traingrid_local.emulator import fault_injection
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
-from traingrid_local.emulator.faults import StateFault
+from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.patching import PATCHES
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _aborting(original: Callable[..., Any], task: Any, env: Any, fault: StateFau
     """Run the step's call, and stop the execution: once the call is made (the interpreter
     skips a stopped execution's work), or ``after_s`` into the state."""
     execution_arn = env.states.context_object.context_object_data["Execution"]["Id"]
-    if not faults.CURRENT.first_abort(execution_arn):
+    if not fault_injection.CURRENT.first_abort(execution_arn):
         return original(task, env)
     if fault.after_s:
         ALARMS.at(CLOCK.now() + timedelta(seconds=fault.after_s), lambda: _stop(execution_arn))
@@ -145,7 +145,7 @@ def _aborting(original: Callable[..., Any], task: Any, env: Any, fault: StateFau
 
 def _faulty(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, env: Any) -> Any:
-        fault = faults.CURRENT.at_state(self.name)
+        fault = fault_injection.CURRENT.at_state(self.name)
         if fault is None:
             return original(self, env)
         if fault.kind == "abort":

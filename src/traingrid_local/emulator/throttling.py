@@ -25,7 +25,7 @@ from moto.batch.responses import BatchResponse
 from moto.core.exceptions import JsonRESTError
 from moto.fsx.responses import FSxResponse
 
-from traingrid_local.emulator import faults
+from traingrid_local.emulator import fault_injection
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
@@ -110,7 +110,7 @@ def _throttled(method: Callable[..., Any], operation: str, code: str,
                status: int) -> Callable[..., Any]:
     @functools.wraps(method)
     def wrapper(self: Any) -> Any:
-        if faults.CURRENT.should_throttle(operation):
+        if fault_injection.CURRENT.should_throttle(operation):
             raise Throttled(code, status, "Rate exceeded (simulated fault throttling)")
         if not RATES.admit(operation, self.current_account, self.region):
             raise Throttled(code, status, f"Rate exceeded: {operation} is limited to "

@@ -23,8 +23,8 @@ from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
 from traingrid.training.attempts import newest_checkpoint
-from traingrid.training.catalog import loader_shared_memory_mib
-from traingrid_local.emulator import faults, fsx
+from traingrid.vocabulary.catalog import loader_shared_memory_mib
+from traingrid_local.emulator import fault_injection, fsx
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
     CHECKPOINT_NAME,
@@ -176,7 +176,7 @@ def write_outputs(account_id: str, region: str, env: dict[str, str], *, exports:
         fs.files[f"{root}/{name}"] = data
     if exports and env.get("TRAINGRID_EXPORT_DIR", "").rstrip("/") == f"{mount}/{root}":
         export_on_exit(account_id, fs, root, produced)
-    elif not faults.CURRENT.on("export-failed"):
+    elif not fault_injection.CURRENT.on("export-failed"):
         # The trainer archived each checkpoint as it wrote it.
         fsx.export_files(account_id, fs, {f"{root}/{name}": data for name, data in produced.items()
                                           if name.startswith(f"{CHECKPOINT_DIR}/")})
@@ -190,7 +190,7 @@ def export_on_exit(account_id: str, fs: Any, root: str, produced: dict[str, byte
     index = {"files": [{"path": name, "size": len(data)}
                        for name, data in sorted(produced.items())]}
     fs.files[f"{root}/{OUTPUT_INDEX}"] = json.dumps(index, indent=1).encode() + b"\n"
-    if faults.CURRENT.on("export-failed"):
+    if fault_injection.CURRENT.on("export-failed"):
         return
     prefix = f"{root}/"
     fsx.export_files(account_id, fs, {p: d for p, d in fs.files.items() if p.startswith(prefix)})

@@ -38,7 +38,7 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
 
     @routes.get("/campaigns")
     def list_campaigns() -> dict[str, Any]:
-        from traingrid.campaigns.records import campaigns_overview
+        from traingrid.campaigns.database_steps import campaigns_overview
 
         return {"campaigns": campaigns_overview(settings.database)}
 

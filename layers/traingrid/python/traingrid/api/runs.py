@@ -17,7 +17,7 @@ from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import start, training_submission
 from traingrid.settings import ApiSettings
 from traingrid.training.plan_step import plan_request
-from traingrid.training.request import COMMAND_PARAMETER, COMMAND_ROUTE
+from traingrid.training.run_request import COMMAND_PARAMETER, COMMAND_ROUTE
 
 
 class RunsQuery(BaseModel):

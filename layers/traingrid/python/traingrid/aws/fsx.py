@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 
 def describe_file_system(file_system_id: str) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 TAKEN = "ConditionalCheckFailedException"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 
 def tail(group: str, stream: str, lines: int = 200) -> list[dict[str, object]]:

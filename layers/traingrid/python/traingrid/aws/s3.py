@@ -10,8 +10,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 from traingrid.errors import ResourceNotFound
 from traingrid.validation import load_json
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 if TYPE_CHECKING:
     from traingrid.settings import DatabaseSettings, MigrationSettings

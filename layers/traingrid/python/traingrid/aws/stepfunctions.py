@@ -7,8 +7,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 
 def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> dict[str, Any]:

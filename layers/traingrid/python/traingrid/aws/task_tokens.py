@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from traingrid.aws.client_errors import translated
 from traingrid.aws.clients import client
-from traingrid.aws.errors import translated
 
 TTL_MARGIN_S = 24 * 3600
 

@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
-from traingrid.campaigns.model import Placement, PlacementRequest, RegionJobPlan
 from traingrid.db.models import Campaign
 from traingrid.db.ranking import ranking
 from traingrid.errors import NoCapacity, RecordNotFound, RequestInvalid
+from traingrid.vocabulary.campaign_fanout import Placement, PlacementRequest, RegionJobPlan
 
 
 def plan_campaign(

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from traingrid.campaigns.model import DataInput, InputMode, RegionJob
+from traingrid.vocabulary.campaign_fanout import DataInput, InputMode, RegionJob
 
 # SageMaker: ≤ 63 characters of [a-zA-Z0-9-], starting and ending alphanumeric.
 MAX_JOB_NAME = 63

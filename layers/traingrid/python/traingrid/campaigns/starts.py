@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
-from traingrid.campaigns.request import CAMPAIGN_ID_PATTERN, FanoutRequest
+from traingrid.campaigns.fanout_request import CAMPAIGN_ID_PATTERN, FanoutRequest
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
     CampaignRepository,

@@ -2,7 +2,7 @@
 change (bump ``VERSION``; every receipt names the version it used).
 
 Every figure is USD, us-east-1 list price, with where it came from. Instance and FSx prices
-live in ``training.catalog`` (the plan's estimate uses the same ones); a campaign's SageMaker
+live in ``vocabulary.catalog`` (the plan's estimate uses the same ones); a campaign's SageMaker
 prices are the campaign database's ``region_prices``, not this table.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traingrid.training.catalog import FSX_TIERS, HOURS_PER_MONTH, INSTANCE_TYPES
+from traingrid.vocabulary.catalog import FSX_TIERS, HOURS_PER_MONTH, INSTANCE_TYPES
 
 VERSION = "2026-11-25"
 CURRENCY = "USD"
@@ -23,8 +23,8 @@ class Price:
     source: str
 
 
-CATALOG = "training.catalog (aws.amazon.com/ec2/pricing/on-demand, us-east-1)"
-FSX_SOURCE = "training.catalog.FSX_TIERS (aws.amazon.com/fsx/lustre/pricing, us-east-1)"
+CATALOG = "vocabulary.catalog (aws.amazon.com/ec2/pricing/on-demand, us-east-1)"
+FSX_SOURCE = "vocabulary.catalog.FSX_TIERS (aws.amazon.com/fsx/lustre/pricing, us-east-1)"
 
 STATE_TRANSITION = Price(0.025 / 1000, "state transition",
                          "aws.amazon.com/step-functions/pricing: Standard, $0.025 per 1,000")

@@ -295,7 +295,7 @@ def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Us
 
 def recorded_regions(regions: dict[str, Any]
                      ) -> tuple[list[SageMakerUse], list[StagingUse]]:
-    """A fan-out's regions' use as its run recorded it (``costs.fanout.recorded``)."""
+    """A fan-out's regions' use as its run recorded it (``costs.region_usage.recorded``)."""
     def price(found: dict[str, Any]) -> prices.Price:
         return prices.Price(float(found["usd"]), str(found["unit"]), str(found["source"]))
 

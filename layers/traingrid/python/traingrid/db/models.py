@@ -28,8 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from traingrid import clock
-from traingrid.campaigns.model import PLACEMENTS, RegionJobStatus, RunStatus
 from traingrid.db.base import Base, UtcDateTime
+from traingrid.vocabulary.campaign_fanout import PLACEMENTS, RegionJobStatus, RunStatus
 
 REGION_JOB_STATUSES = tuple(status.value for status in RegionJobStatus)
 MONEY = Numeric(12, 6)

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Float, Select, and_, case, cast, func, select, true
 from sqlalchemy.orm import aliased
 
-from traingrid.campaigns.model import Placement, PlacementRequest
 from traingrid.db.models import Dataset, Region, RegionPrice
+from traingrid.vocabulary.campaign_fanout import Placement, PlacementRequest
 
 BYTES_PER_GB = 1e9  # transfer is priced per decimal GB
 

@@ -18,7 +18,6 @@ from sqlalchemy import Insert, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from traingrid import clock
-from traingrid.campaigns.model import FINAL_JOB_STATUSES, RegionJobPlan, RegionJobStatus
 from traingrid.db.models import (
     Campaign,
     CampaignRun,
@@ -30,6 +29,7 @@ from traingrid.db.models import (
     TrainingRunRecord,
 )
 from traingrid.errors import RecordNotFound
+from traingrid.vocabulary.campaign_fanout import FINAL_JOB_STATUSES, RegionJobPlan, RegionJobStatus
 
 # What record_job may change; "attempts" replaces the list, "attempt" (separate) appends to it.
 JOB_FIELDS = frozenset({

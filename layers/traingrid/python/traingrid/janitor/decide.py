@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
-from traingrid.campaigns.model import RegionJobStatus
 from traingrid.clock import iso, parse_iso
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 
 FILE_SYSTEM = "fsx:file-system"
 BATCH_JOB = "batch:job"

@@ -13,11 +13,10 @@ from typing import Any
 from traingrid.aws import batch, fsx, s3, sagemaker, stepfunctions
 from traingrid.aws.clients import home_region
 from traingrid.aws.secrets import connection_url
-from traingrid.campaigns.model import LIVE_REGION_JOB_STATUSES
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import RegionRepository
 from traingrid.errors import ResourceNotFound, TrainGridError
-from traingrid.janitor.attempts import Attempts
+from traingrid.janitor.calls import Attempts
 from traingrid.janitor.decide import (
     BATCH_JOB,
     EXECUTION_TAG,
@@ -34,6 +33,7 @@ from traingrid.settings import JanitorSettings
 from traingrid.training import archive
 from traingrid.training.manifest import output_index
 from traingrid.training.plan import MANIFEST_NAME, archive_prefix, outputs_prefix
+from traingrid.vocabulary.campaign_fanout import LIVE_REGION_JOB_STATUSES
 
 
 def _tags(items: list[dict[str, str]] | None) -> dict[str, str]:

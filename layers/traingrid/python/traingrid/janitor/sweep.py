@@ -22,12 +22,12 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws import leases
 from traingrid.errors import RequestInvalid
-from traingrid.janitor.attempts import Attempts
+from traingrid.janitor.calls import Attempts
 from traingrid.janitor.decide import FILE_SYSTEM, PENDING, RELEASING, RUNNING, Action, decide
 from traingrid.janitor.inventory import Inventory
+from traingrid.janitor.parked_waits import reconcile as reconcile_waits
 from traingrid.janitor.reconcile import Reconcile
 from traingrid.janitor.release import act
-from traingrid.janitor.waits import reconcile as reconcile_waits
 from traingrid.observability import logger, metrics
 from traingrid.settings import JanitorSettings
 

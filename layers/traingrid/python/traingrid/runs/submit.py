@@ -20,7 +20,7 @@ from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.view import TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
-from traingrid.training.request import COMMAND_ROUTE, parse_request, require_runnable_here
+from traingrid.training.run_request import COMMAND_ROUTE, parse_request, require_runnable_here
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
 DEDUP_WINDOW_MINUTES = 5

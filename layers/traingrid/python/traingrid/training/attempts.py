@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from traingrid.training.state import Attempt, PlanJob
+from traingrid.vocabulary.training_run import Attempt, PlanJob
 
 # What the trainer leaves on the file system under the run's output folder (the node image's
 # traingrid_node.metrics.CHECKPOINT_DIR and the trainer's checkpoint names, tested).

@@ -8,7 +8,7 @@ at all), and the job's own ``statusReason`` (Batch's ``CAPACITY:`` reasons for a
 Any of them is a diagnosis: the run need not wait out ``timeouts.runnable_minutes``. A job
 RUNNABLE with none of them (the group is still launching) waits as before.
 
-Pure: ``aws.capacity`` reads the descriptions.
+Pure: ``aws.scaling`` reads the descriptions.
 """
 
 from __future__ import annotations

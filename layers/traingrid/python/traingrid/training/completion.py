@@ -4,8 +4,8 @@ After submitting the job the state machine waits on a task token (``AwaitTrainin
 ``lambda:invoke.waitForTaskToken`` task). The token is parked under the job's id. A Batch
 "Job State Change" event wakes the wait (:func:`job_changed`); so does the wait's own timeout,
 after which the state machine enters ``AwaitTrainingJob`` again (:func:`await_job`); so does
-the janitor's next pass when the job has ended (``janitor/waits.py``), so a lost event costs at
-most one janitor interval and the timeout can be long. Either way the job is described —
+the janitor's next pass when the job has ended (``janitor/parked_waits.py``), so a lost event
+costs at most one janitor interval and the timeout can be long. Either way the job is described —
 events are hints, DescribeJobs is the truth — and the wait is completed only when the job is
 done, was just terminated, or the wait's timeout must change (a limit is near). Otherwise it
 stays parked and costs no state transition.
@@ -17,7 +17,7 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.aws import batch, stepfunctions, task_tokens
-from traingrid.aws import capacity as aws_capacity
+from traingrid.aws import scaling as aws_capacity
 from traingrid.aws.task_tokens import ParkedWait
 from traingrid.errors import AwsServiceError
 from traingrid.observability import logger, metrics

@@ -13,13 +13,6 @@ from typing import TYPE_CHECKING, Any
 from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
 from traingrid.training.attempts import first_attempt
-from traingrid.training.catalog import (
-    INSTANCE_TYPES,
-    is_valid_capacity,
-    preflight_thresholds,
-    resource_requirements,
-    round_up_capacity,
-)
 from traingrid.training.sizing import (
     CAPACITY_HEADROOM,
     GIB,
@@ -29,10 +22,17 @@ from traingrid.training.sizing import (
     lustre_throughput,
     size_file_system,
 )
-from traingrid.training.state import PlanLimits, PlanReads, RunPlan
+from traingrid.vocabulary.catalog import (
+    INSTANCE_TYPES,
+    is_valid_capacity,
+    preflight_thresholds,
+    resource_requirements,
+    round_up_capacity,
+)
+from traingrid.vocabulary.training_run import PlanLimits, PlanReads, RunPlan
 
 if TYPE_CHECKING:
-    from traingrid.training.request import TrainingRunRequest
+    from traingrid.training.run_request import TrainingRunRequest
 
 FSX_MOUNT_POINT = "/fsx"
 SCRATCH_DIR = "/scratch"

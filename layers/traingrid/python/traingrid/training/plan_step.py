@@ -10,12 +10,12 @@ from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
 from traingrid.observability import logger
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
-from traingrid.training.request import (
+from traingrid.training.run_request import (
     TrainingRunRequest,
     parse_request,
     require_runnable_here,
 )
-from traingrid.training.state import RunPlan
+from traingrid.vocabulary.training_run import RunPlan
 
 if TYPE_CHECKING:
     from traingrid.settings import Settings

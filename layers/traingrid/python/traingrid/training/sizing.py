@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from traingrid.training.catalog import (
+from traingrid.vocabulary.catalog import (
     FSX_TIERS,
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
@@ -24,7 +24,7 @@ from traingrid.training.catalog import (
 )
 
 if TYPE_CHECKING:
-    from traingrid.training.request import TrainingRunRequest
+    from traingrid.training.run_request import TrainingRunRequest
 
 GIB = 1024**3
 MB = 1000**2  # FSx states throughput in MB/s (10^6 bytes)

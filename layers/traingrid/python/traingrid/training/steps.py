@@ -13,7 +13,7 @@ from traingrid.errors import AwsServiceError, ResourceNotFound
 from traingrid.training import attempts, waits
 from traingrid.training.archive import file_system_path, outputs_of
 from traingrid.training.plan import FSX_MOUNT_POINT
-from traingrid.training.state import (
+from traingrid.vocabulary.training_run import (
     CheckExportEvent,
     CheckFileSystemEvent,
     ExportState,

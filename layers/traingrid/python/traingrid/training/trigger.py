@@ -15,7 +15,7 @@ from traingrid.naming import prefix_of, run_name_for_object
 from traingrid.observability import logger, metrics
 from traingrid.settings import TriggerSettings
 from traingrid.training.plan import ARCHIVE_ROOT, MANIFEST_NAME
-from traingrid.training.request import (
+from traingrid.training.run_request import (
     TrainingRunRequest,
     parse_request,
     require_runnable_here,

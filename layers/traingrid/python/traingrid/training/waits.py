@@ -20,7 +20,7 @@ from traingrid.errors import (
     HydrateTimedOut,
 )
 from traingrid.training.capacity import Shortage
-from traingrid.training.state import ExportState, FileSystemState, PollState
+from traingrid.vocabulary.training_run import ExportState, FileSystemState, PollState
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,306 @@
+"""The CampaignFanout steps that read and write the campaign database: register, plan,
+record, finish. Only the functions that run these load SQLAlchemy."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError
+
+from traingrid import clock
+from traingrid.aws import s3, sagemaker, stepfunctions
+from traingrid.aws.secrets import connection_url
+from traingrid.campaigns.fanout_request import FanoutRequest
+from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
+from traingrid.campaigns.placement import plan_campaign
+from traingrid.campaigns.sagemaker_job import data_input
+from traingrid.costs import receipt, region_usage
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RecordNotFound,
+    RegionRepository,
+    RunRepository,
+)
+from traingrid.errors import RequestInvalid, TrainGridError
+from traingrid.naming import fanout_name
+from traingrid.observability import logger, metrics
+from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
+from traingrid.training.failures import advice, readable
+from traingrid.validation import parse
+from traingrid.vocabulary.campaign_fanout import (
+    FanoutOutcome,
+    FanoutPlan,
+    RecordRegionJobEvent,
+    RegionJob,
+    RegionJobPlan,
+    RegionJobStatus,
+    RegionResult,
+    RunStatus,
+)
+
+AGAIN = "start the fan-out again"
+
+
+def failure_cause(failure: dict[str, Any]) -> str:
+    """A step's failure as a cause that says what to do."""
+    error, cause = readable(failure)
+    what_to_do = advice(error, AGAIN)
+    return f"{cause.rstrip('.')}. {what_to_do}" if what_to_do else cause
+
+
+def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
+                     settings: RegistrationSettings) -> dict[str, Any]:
+    """Register the dataset a marker completes (once) and start its campaign's fan-out.
+
+    The window comes from when the marker landed, so a retried event lands in the same one.
+    """
+    try:
+        marker = parse_marker(bucket, key, region)
+    except RequestInvalid as invalid:
+        logger.warning("marker rejected; nothing registered", extra={"problems": invalid.problems})
+        return {"status": "rejected", "reason": invalid.message}
+    objects = [o for o in s3.objects_under(bucket, marker.prefix, region)
+               if not o["key"].endswith(MARKER_NAME)]
+    with transaction(connection_url(settings)) as session:
+        CampaignRepository(session).ensure(marker.campaign)
+        dataset, created = DatasetRepository(session).register(
+            marker.campaign, marker.region, marker.s3_uri, len(objects),
+            sum(o["size"] for o in objects), None, landed_at)
+        registered_at = dataset.registered_at
+    name = fanout_name(marker.campaign, landed_at, settings.settle_minutes)
+    # A retry after a failed start must still start it; a late duplicate starts nothing.
+    if not created and fanout_name(marker.campaign, registered_at, settings.settle_minutes) != name:
+        return {"status": "duplicate", "dataset": marker.s3_uri}
+    execution = stepfunctions.start_named_execution(
+        settings.campaign_fanout_state_machine_arn, name,
+        {"campaign": marker.campaign, "settle_s": settings.settle_minutes * 60,
+         "trigger": {"source": "s3", "bucket": bucket, "key": key, "region": region}},
+    )
+    metrics.add_metric(name="DatasetRegistered" if created else "DuplicateMarker",
+                       unit="Count", value=1)
+    return {"status": "registered" if created else "duplicate", "dataset": marker.s3_uri,
+            "fanout": name, "started": execution["started"]}
+
+
+def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
+                max_concurrency: int) -> FanoutPlan:
+    """Start the run's record and plan one job per region over the campaign's new data (or
+    all of it, and with other options, when the fan-out was requested so: ``input.options``,
+    the fields of a FanoutRequest)."""
+    campaign_id, options = _fanout_input(event)
+    name = event["execution_name"]
+    with transaction(connection_url(settings)) as session:
+        campaign = CampaignRepository(session).get(campaign_id)
+        if campaign is None:
+            raise RequestInvalid([{"pointer": "/campaign", "message": "no such campaign"}])
+        runs = RunRepository(session)
+        placement = options.get("placement") or campaign.placement
+        run = runs.start(campaign_id, name, event["execution_arn"], placement, clock.now())
+        plans = _plan(session, campaign_id, options, settings.managed_spot)
+        runs.add_planned_jobs(run, plans)
+        regions = RegionRepository(session)
+        buckets = {code: regions.require(code).artifact_bucket
+                   for p in plans for code in (p.region, *p.fallbacks)}
+        hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
+            "hyperparameters", {})
+        min_count = options.get("min_instance_count") or campaign.min_instance_count
+        per_region = options.get("regions", {})
+        check_plan_options(plans, min_count, per_region)
+    # "reason" is the branch's latest failure from here on; the plan's is kept apart.
+    jobs = [RegionJob(
+        region=plan.region, requested_region=plan.requested_region, s3_uri=plan.s3_uri,
+        objects=plan.objects, bytes=plan.bytes, instance_type=plan.instance_type,
+        instance_count=plan.instance_count, usd_per_hour=plan.usd_per_hour,
+        transfer_gb=plan.transfer_gb, estimated_usd=plan.estimated_usd,
+        placement_reason=plan.reason, fallbacks=list(plan.fallbacks), copy_from=plan.copy_from,
+        hyperparameters=hyperparameters | per_region.get(plan.requested_region, {}).get(
+            "hyperparameters", {}),
+        image_tag=per_region.get(plan.requested_region, {}).get("image_tag"),
+        staged_region=plan.requested_region, staged_bytes=0,
+        attempt=1, tried=[],
+        status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
+        min_instance_count=min_count or plan.instance_count,
+        **data_input(plan.bytes, plan.objects),
+    ) for plan in plans]
+    # Artifact buckets once for the run, not in every job: the state stays small with many
+    # regions (each job may fall back to any of them).
+    return FanoutPlan(run=name, placement=str(run.placement), jobs=jobs, buckets=buckets,
+                      max_concurrency=max_concurrency)
+
+
+def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The campaign and the options of a fan-out's execution input, every problem at once:
+    anyone allowed to start an execution can send any input."""
+    problems = []
+    campaign = event.get("campaign")
+    if not isinstance(campaign, str) or not CAMPAIGN_PATTERN.fullmatch(campaign):
+        problems.append({"pointer": "/campaign", "message": "must be a campaign's id: 1-48 "
+                         "lower-case letters, digits or '-'"})
+    execution_input = event.get("input")
+    options = execution_input.get("options") if isinstance(execution_input, dict) else None
+    request = None
+    try:
+        request = parse(FanoutRequest, {} if options is None else options, "fan-out options")
+    except RequestInvalid as invalid:
+        problems += [{"pointer": "/options" + p["pointer"], "message": p["message"]}
+                     for p in invalid.problems]
+    if problems or request is None or not isinstance(campaign, str):
+        raise RequestInvalid(problems, "fan-out input")
+    return campaign, request.plan_options()
+
+
+def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
+                        per_region: dict[str, Any]) -> None:
+    """What only the plan can tell: every problem at once."""
+    problems = []
+    if plans and min_count and min_count > plans[0].instance_count:
+        problems.append({"pointer": "/options/min_instance_count", "message": (
+            f"must be at most instance_count ({plans[0].instance_count}), not {min_count}")})
+    planned = [p.requested_region for p in plans]
+    for region in sorted(set(per_region) - set(planned)):
+        problems.append({"pointer": f"/options/regions/{region}", "message": (
+            f"no job of this fan-out reads data in {region} (it has data in "
+            f"{', '.join(planned) or 'no region'})")})
+    if problems:
+        raise RequestInvalid(problems, "fan-out options")
+
+
+def _plan(session: Any, campaign_id: str, options: dict[str, Any],
+          spot: bool) -> list[RegionJobPlan]:
+    overrides: dict[str, Any] = {
+        k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
+    overrides["spot"] = spot
+    overrides["region_instance_types"] = {
+        region: o["instance_type"] for region, o in options.get("regions", {}).items()
+        if o.get("instance_type")}
+    if options.get("datasets", "new") == "all":
+        return plan_campaign(session, campaign_id, **overrides)
+    datasets = DatasetRepository(session).new_since_last_success(campaign_id)
+    if not datasets:
+        return []
+    return plan_campaign(session, campaign_id, datasets=[d.id for d in datasets], **overrides)
+
+
+def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
+    """Every campaign with its datasets by region and its last run."""
+    with transaction(connection_url(settings)) as session:
+        return CampaignRepository(session).overview()
+
+
+def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
+    """Write one region's outcome; the branch's small result for the execution's output."""
+    job = event["job"]
+    status, cause = job.get("status", RegionJobStatus.FAILED.value), job.get("reason")
+    if "failure" in event:
+        status, cause = RegionJobStatus.FAILED.value, failure_cause(event["failure"])
+    completed = status == RegionJobStatus.COMPLETED
+    if not completed and not cause:
+        cause = f"the training job ended {status}"
+    result = RegionResult(
+        region=job["region"], requested_region=job["requested_region"],
+        status=status, job_name=job.get("job_name"), job_arn=job.get("job_arn"),
+        artifacts=job.get("artifacts"), placement_reason=job.get("placement_reason"),
+        moves=[t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
+        cause=None if completed else cause,
+    )
+    with transaction(connection_url(settings)) as session:
+        RunRepository(session).record_job(
+            event["execution_arn"], job["requested_region"], status=status,
+            region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
+            artifacts=job.get("artifacts"), failure_cause=result["cause"],
+            staged_bytes=job.get("staged_bytes"),
+            started_at=clock.parse(job.get("started_at")), ended_at=clock.now(),
+            attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
+                                               "reason": result["cause"] or "completed"}],
+        )
+    return result
+
+
+def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOutcome:
+    """The run's outcome: it fails only if a region finally failed, naming which and why.
+
+    After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
+    """
+    state = event["state"]
+    results = (state.get("plan") or {}).get("jobs") or []
+    failed = [r for r in results if r["status"] != RegionJobStatus.COMPLETED]
+    if "failure" in state:
+        error, cause = readable(state["failure"])[0], failure_cause(state["failure"])
+    elif failed:
+        error = "RegionFailed"
+        cause = "; ".join(f"{r['requested_region']} ({r['region']}): {r['cause']}"
+                          for r in failed)
+        cause = (f"{len(failed)} of {len(results)} region(s) failed: {cause}. The other "
+                 "regions' results are kept.")
+    else:
+        error, cause = None, None
+    status = RunStatus.FAILED if error else RunStatus.SUCCEEDED
+    try:
+        with transaction(connection_url(settings)) as session:
+            runs = RunRepository(session)
+            if "failure" in state:  # the fan-out broke off: some regions have no outcome
+                runs.close(event["execution_arn"], clock.now(), cause or error or "failed",
+                           "the fan-out failed before this region's outcome was recorded; a "
+                           "training job of it still running is stopped by the janitor")
+            else:
+                runs.finish(event["execution_arn"], status, clock.now(), cause)
+    except RecordNotFound:  # planning failed before it recorded the run: record it failed
+        _record_unplanned(event, cause or "the fan-out failed before planning", settings)
+    else:
+        record_cost(event["execution_arn"], settings)
+    return FanoutOutcome(status=status.value, error=error, cause=cause, jobs=results)
+
+
+def _described(region: str, job_name: str) -> dict[str, Any]:
+    """The job as SageMaker reports it; {} (left off the receipt) if it cannot be read, so
+    the run's outcome is recorded all the same."""
+    try:
+        return sagemaker.describe_training_job(region, job_name)
+    except (TrainGridError, BotoCoreError) as error:  # refused, or the region unreachable
+        logger.warning("training job not priced: cannot describe it",
+                       extra={"region": region, "job_name": job_name, "error": str(error)})
+        return {}
+
+
+def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any]:
+    """The ended run's receipt, recorded with it: each region's SageMaker job (described in
+    its region, outside the transaction) and its staging, priced from the campaign database.
+    Orchestration is priced from the execution's history when the run is read."""
+    with transaction(connection_url(settings)) as session:
+        run = RunRepository(session).get(execution_arn)
+        jobs: list[dict[str, Any]] = [] if run is None else [
+            {"region": job.region, "requested_region": job.requested_region,
+             "job_name": job.job_name, "staged_bytes": job.staged_bytes} for job in run.jobs]
+    described = {(job["region"], job["job_name"]): _described(job["region"], job["job_name"])
+                 for job in jobs if job["job_name"]}
+    with transaction(connection_url(settings)) as session:
+        used_sagemaker, used_staging = region_usage.region_usage(
+            session, jobs, lambda region, name: described[(region, name)])
+        usage = receipt.Usage(fanout=True, sagemaker=used_sagemaker, staging=used_staging,
+                              orchestration_source="the execution's history, when the run "
+                                                   "is read (GET /runs/{name})")
+        cost = receipt.receipt(usage, None) | {
+            "regions": region_usage.recorded(used_sagemaker, used_staging)}
+        RunRepository(session).record_cost(execution_arn, cost)
+    return cost
+
+
+def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:
+    """A fan-out that failed before it planned still gets its run, FAILED with the cause, if
+    its campaign exists (otherwise there is nothing to attach it to)."""
+    campaign_id, arn = event["state"].get("campaign"), event["execution_arn"]
+    now = clock.now()
+    with transaction(connection_url(settings)) as session:
+        campaign = CampaignRepository(session).get(campaign_id) if isinstance(
+            campaign_id, str) else None
+        if campaign is None:
+            logger.warning("no campaign to record this failed fan-out under",
+                           extra={"campaign": campaign_id, "cause": cause})
+            return
+        runs = RunRepository(session)
+        runs.start(campaign_id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
+                   clock.parse(event.get("started_at")) or now)
+        runs.finish(arn, RunStatus.FAILED, now, cause)

@@ -1,0 +1,155 @@
+"""The fan-out request: what ``POST /campaigns/{id}/runs`` may ask for.
+
+``schema/campaign-fanout-request.schema.json`` is generated from this model (``make schema``).
+Unset options come from the campaign's own record.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
+from pydantic.config import JsonDict
+
+from traingrid.training.run_request import RUN_NAME_PATTERN, check_run_name, integral
+from traingrid.vocabulary.campaign_fanout import PLACEMENTS
+
+CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
+SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+# The trainer's flags a region's job may set (SageMaker passes each hyperparameter as
+# ``--name value``): every option of traingrid_trainer.config's parser that takes a value,
+# but the folders SageMaker itself decides and the fault injection (a test holds this list
+# to the parser). SageMaker's own names (``sagemaker_*``: sagemaker_submit_directory would
+# fetch code from any tarball the role can read) are the stack's alone.
+TRAINER_HYPERPARAMETERS = (
+    "num_epochs", "batch_size", "warmup_epochs", "lr_decay_mode", "lr", "momentum",
+    "weight_decay", "label_smoothing", "image_size", "steps_per_epoch", "train_images",
+    "log_every", "loader_workers", "optimizer", "lars_lr", "lars_trust_coefficient",
+    "input_pipeline",
+)
+# The trainer's options a request may not set, and why.
+TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
+    "data_dir": "SageMaker's train channel", "output_dir": "SageMaker's model folder",
+    "checkpoint_dir": "SageMaker's checkpoint folder", "fail_rank": "fault injection",
+    "synthetic": "a flag without a value", "clear_log": "a flag without a value",
+    "benchmark_input": "a flag without a value (measures the input pipeline, trains nothing)",
+    "benchmark_seconds": "the input benchmark's, not training's",
+    "preflight": "a flag without a value; the stack's pre-flight check (TRAINGRID_PREFLIGHT)",
+}
+
+
+def _known_hyperparameter(name: str) -> str:
+    if name.startswith("sagemaker_"):
+        raise ValueError(f"{name} is SageMaker's own setting, which the stack decides (a "
+                         "request may not set any sagemaker_* name)")
+    if name not in TRAINER_HYPERPARAMETERS:
+        raise ValueError(f"the trainer has no hyperparameter {name}; it takes "
+                         f"{', '.join(TRAINER_HYPERPARAMETERS)}")
+    return name
+
+
+HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256),
+                               AfterValidator(_known_hyperparameter)]
+Hyperparameters = dict[HyperparameterName, str | int | float]
+# The document's statement of the same rule.
+HYPERPARAMETER_NAMES_SCHEMA: JsonDict = {
+    "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)}}
+REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+
+
+def _sagemaker_instance(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(SAGEMAKER_INSTANCE_PATTERN, value):
+        raise ValueError("must be a SageMaker instance type, like ml.p3.16xlarge")
+    return value
+
+
+class RegionOverrides(BaseModel):
+    """What one data region's job does differently from the others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hyperparameters: Hyperparameters = Field(
+        default_factory=dict, max_length=100,
+        description="Merged over the run's hyper-parameters for this region's job.",
+        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA)
+    instance_type: str | None = Field(
+        default=None, description="This region's SageMaker instance type (placed and priced "
+        "as such).", json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN})
+    image_tag: str | None = Field(
+        default=None, description="Another tag of the stack's training image repository "
+        "(TrainingImageRepository) for this region's job, e.g. a build with another "
+        "algorithm; pushed with make push-images TAG=….",
+        json_schema_extra={"pattern": IMAGE_TAG_PATTERN})
+
+    _instance_type = field_validator("instance_type")(_sagemaker_instance)
+
+    @field_validator("image_tag")
+    @classmethod
+    def _image_tag(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(IMAGE_TAG_PATTERN, value):
+            raise ValueError("must be an image tag: letters, digits, _ . -, at most 128")
+        return value
+
+
+class FanoutRequest(BaseModel):
+    """Train a campaign in every region where its data lives."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="CampaignFanoutRequest",
+        json_schema_extra={"$id": "https://traingrid.dev/schema/campaign-fanout-request.json"},
+    )
+
+    name: str | None = Field(
+        default=None,
+        description="Run name (execution name); derived from the campaign and the time when "
+        "absent.",
+        json_schema_extra={"pattern": RUN_NAME_PATTERN},
+    )
+    datasets: Literal["new", "all"] = Field(
+        default="new",
+        description="new: the datasets registered since the campaign's last successful run; "
+        "all: every dataset of the campaign.",
+    )
+    placement: Literal[PLACEMENTS] | None = Field(  # type: ignore[valid-type]
+        default=None, description="Where each region's share trains (default: the campaign's).")
+    instance_type: str | None = Field(
+        default=None, description="SageMaker instance type, like ml.p3.16xlarge.",
+        json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN},
+    )
+    instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
+        default=None, description="Instances of each region's job.")
+    min_instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = (
+        Field(default=None, description="Fewest instances a region's job may shrink to when "
+              "SageMaker has no capacity there (halving), before the job moves to the next "
+              "acceptable region (default: the campaign's; at most instance_count)."))
+    hyperparameters: Hyperparameters = Field(
+        default_factory=dict, max_length=100,
+        description="Merged over the campaign's hyper-parameters, for every region: the "
+        "trainer's own flags only (no sagemaker_* name).",
+        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA,
+    )
+    regions: dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
+                  RegionOverrides] = Field(
+        default_factory=dict, max_length=50,
+        description="Per data region (where a share of the data is): that region's job's own "
+        "hyper-parameters, instance type or image tag.",
+        # Keys that are not region codes are refused: the document says so too.
+        json_schema_extra={"additionalProperties": False})
+
+    _run_name = field_validator("name")(check_run_name)
+
+    _instance_type = field_validator("instance_type")(_sagemaker_instance)
+
+    def plan_options(self) -> dict[str, Any]:
+        """What the fan-out's planning step overrides (only what was asked for)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"name"})

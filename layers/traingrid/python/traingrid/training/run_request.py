@@ -1,0 +1,357 @@
+"""The TrainingRun request: the one contract for the API, the CLI and S3 manifests.
+
+``schema/training-run-request.schema.json`` is generated from this model (``make schema``) and a
+test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from traingrid.errors import CommandNotPermitted, DatasetNotPermitted, RequestInvalid
+from traingrid.validation import parse
+from traingrid.vocabulary.catalog import (
+    INSTANCE_TYPES,
+    PERSISTENT_1_PER_UNIT_MB_S,
+    DeploymentType,
+    loader_shared_memory_mib,
+)
+
+# The seed's NCCL settings for 20 × p3.16xlarge: only what the trainer's NCCL reads (its
+# HOROVOD_* settings are gone, nothing reads them; a request may still set them for a command
+# of its own that runs Horovod).
+DEFAULT_EXTRA_MPI_PARAMS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
+# An argument of a command: printable, no control characters (it is passed as argv, to no shell).
+COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+# Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+
+
+def integral(value: Any) -> Any:
+    """271.0 is the integer 271 to JSON Schema; 271.5 stays a float, and is refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON Schema reads one: a number with no fractional part.
+JsonInteger = Annotated[int, BeforeValidator(integral)]
+
+
+def check_run_name(value: str | None) -> str | None:
+    """The run-name rule of every request, with a message a person can act on."""
+    if value is not None and not re.fullmatch(RUN_NAME_PATTERN, value):
+        raise ValueError(
+            "must be 1-80 letters, digits, '-' or '_', starting with a letter or digit"
+        )
+    return value
+
+# extra_mpi_params may only set (``-x NAME=VALUE``) or forward (``-x NAME``) the variables
+# that tune the collectives: no other mpirun option (``--mca plm_rsh_agent`` runs a program
+# of the caller's choosing on every node) and no variable that loads or names code or files
+# (LD_PRELOAD, PYTHONPATH, NCCL_NET_PLUGIN, FI_PROVIDER_PATH, NCCL_CONF_FILE, ...).
+MPI_VARIABLE_PREFIXES = ("NCCL_", "FI_", "GLOO_", "HOROVOD_", "TORCH_NCCL_",
+                         "TORCH_DISTRIBUTED_")
+MPI_VARIABLE_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS",
+                      "CUDA_LAUNCH_BLOCKING")
+# A word of a variable's name (between underscores) that makes it load, read or write
+# something named by its value, whatever its prefix.
+MPI_VARIABLE_REFUSED_WORDS = frozenset({
+    "PLUGIN", "PATH", "FILE", "CONF", "CONFIG", "DIR", "LIB", "LIBRARY", "PRELOAD", "SO",
+    "TIMELINE", "SCRIPT", "CMD", "COMMAND", "EXEC", "HOOK"})
+_MPI_NAME = (r"(?:(?:" + "|".join(p.rstrip("_") for p in MPI_VARIABLE_PREFIXES)
+             + r")_[A-Z0-9_]+|" + "|".join(MPI_VARIABLE_NAMES) + ")")
+# A value: no quotes, no shell characters, no '/' (no value may name a path).
+_MPI_VALUE = r"[A-Za-z0-9_.,:^+-]*"
+_MPI_PAIR = rf"-x {_MPI_NAME}(?:={_MPI_VALUE})?"
+# What the JSON Schema can say; the refused words are checked in mpi_params_problems.
+MPI_PARAMS_PATTERN = re.compile(rf"^ *(?:{_MPI_PAIR}(?: +{_MPI_PAIR})*)? *$")
+_MPI_NAME_RE = re.compile(_MPI_NAME)
+_MPI_VALUE_RE = re.compile(_MPI_VALUE)
+
+
+def mpi_params_problems(value: str) -> list[str]:
+    """Every reason ``value`` is not a list of ``-x NAME[=VALUE]`` of allowed variables."""
+    problems: list[str] = []
+    stray: list[str] = []
+    words = [w for w in value.split(" ") if w]
+    allowed = ", ".join([p + "*" for p in MPI_VARIABLE_PREFIXES] + list(MPI_VARIABLE_NAMES))
+    index = 0
+    while index < len(words):
+        if words[index] != "-x" or index + 1 == len(words):
+            stray.append(words[index])
+            index += 1
+            continue
+        name, equals, setting = words[index + 1].partition("=")
+        index += 2
+        refused = sorted(MPI_VARIABLE_REFUSED_WORDS & set(name.split("_")))
+        if not _MPI_NAME_RE.fullmatch(name):
+            problems.append(f"{name or '(no name)'} may not be set: only {allowed} may")
+        elif refused:
+            problems.append(f"{name} may not be set: a variable with {refused[0]} in its name "
+                            "loads, reads or writes what its value names")
+        elif equals and not _MPI_VALUE_RE.fullmatch(setting):
+            problems.append(f"the value of {name} may only hold letters, digits and _ . , : ^ "
+                            "+ - (no paths, quotes or shell characters)")
+    if stray:
+        problems.insert(0, f"{' '.join(stray)!r}: only -x NAME=VALUE (or -x NAME) pairs may be "
+                           "added to mpirun, no other option")
+    return problems
+
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FsxOptions(_Strict):
+    deployment_type: DeploymentType = Field(
+        default=DeploymentType.SCRATCH_2,
+        description="FSx for Lustre deployment type (hydrated from S3 with ImportPath).",
+    )
+    storage_capacity_gib: Annotated[
+        int, Field(ge=1200, le=1_000_000), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Storage capacity; by default sized to hold the dataset and to give the "
+        "throughput the job reads it at (throughput grows with capacity), rounded up to a "
+        "valid increment (1200, 2400, then steps of 2400 GiB, or 3600 for SCRATCH_1).",
+    )
+    per_unit_storage_throughput: Literal[PERSISTENT_1_PER_UNIT_MB_S] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="PERSISTENT_1 only: MB/s per TiB of storage; by default the cheapest that "
+        "gives the job's reads.",
+    )
+    preload: bool = Field(
+        default=False,
+        description="Load every dataset file's contents from S3 before training starts (the "
+        "main node runs lfs hsm_restore and waits), rather than on each file's first read "
+        "in the first epoch. traingrid plan shows how long either takes.",
+    )
+
+    @model_validator(mode="after")
+    def _throughput_of_persistent(self) -> Self:
+        if (self.per_unit_storage_throughput is not None
+                and self.deployment_type is not DeploymentType.PERSISTENT_1):
+            raise ValueError("per_unit_storage_throughput applies to deployment_type "
+                             "PERSISTENT_1 only")
+        return self
+
+
+class Timeouts(_Strict):
+    hydrate_minutes: JsonInteger = Field(default=60, ge=5, le=24 * 60)
+    runnable_minutes: JsonInteger = Field(
+        default=30, ge=1, le=7 * 24 * 60,
+        description="How long the job may wait for capacity (RUNNABLE) before it is "
+        "terminated and the run fails with a diagnosis.",
+    )
+    training_hours: float = Field(default=72, gt=0, le=14 * 24)
+    archive_minutes: JsonInteger = Field(default=120, ge=5, le=24 * 60)
+
+
+class TrainingRunRequest(_Strict):
+    """A distributed training run: data in S3, an FSx for Lustre file system, a Batch MNP job."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, title="TrainingRunRequest",
+        json_schema_extra={"$id": "https://traingrid.dev/schema/training-run-request.json"},
+    )
+
+    dataset: str = Field(
+        max_length=1024,
+        description="S3 URI of the dataset prefix that hydrates the file system. It must be in "
+        "the stack's data bucket (stack output DataBucketName), the only bucket TrainGrid's "
+        "roles may read: another bucket is refused (the API answers 403).",
+        json_schema_extra={"pattern": S3_PREFIX_PATTERN},
+    )
+    name: str | None = Field(
+        default=None,
+        description="Run name (execution and job name); derived from the trigger when absent.",
+        json_schema_extra={"pattern": RUN_NAME_PATTERN},
+    )
+    nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
+    min_nodes: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Fewest nodes the run may train on (at most nodes; by default nodes). When "
+        "the job waits for capacity past timeouts.runnable_minutes, the run submits it again "
+        "on half the nodes, never fewer than min_nodes. Each GPU keeps batch_size images; the "
+        "learning rate scales with the smaller global batch.")
+    max_attempts: JsonInteger = Field(
+        default=3, ge=1, le=10,
+        description="Most Batch jobs the run makes: after no capacity (on fewer nodes) or an "
+        "infrastructure failure such as a lost node (on the same nodes, resuming from the "
+        "newest checkpoint). A failure of the training command itself is never retried.")
+    instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
+        default="p3.16xlarge",
+        description="EC2 instance type of every node; it must also be one of the stack's "
+        "TrainingInstanceTypes (by default p3.16xlarge, p3dn.24xlarge, p4d.24xlarge): another "
+        "is refused (the API answers 400 listing them).",
+    )
+    batch_size: JsonInteger = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
+    expected_images_per_s_per_gpu: Annotated[
+        int, Field(ge=1, le=1_000_000), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Images per second each GPU trains at: what the file system must feed. "
+        "By default the instance type's ResNet-50 mixed-precision figure (traingrid plan "
+        "shows it).")
+    dataset_records: Annotated[
+        int, Field(ge=1, le=10**12), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Images (records) in the dataset, when its objects are shards such as "
+        "TFRecord files: the mean record size is then its bytes over this. By default each "
+        "object is a record when objects average 4 MiB or less, else ~110 KB a record.")
+    epochs: JsonInteger = Field(default=90, ge=1, le=10_000,
+                                description="Epochs to train; more than warmup_epochs.")
+    warmup_epochs: Annotated[
+        int, Field(ge=0, le=10_000), BeforeValidator(integral)] | None = Field(
+        default=None,
+        description="Epochs of learning-rate warmup; fewer than epochs. By default the "
+        "trainer's rule for the global batch: none up to 256 images, 5 epochs below 32,768, "
+        "25 from there (published large-batch recipes), at most half the epochs.")
+    lr_decay_mode: Literal["poly", "cosine", "step", "linear"] = "poly"
+    extra_mpi_params: str = Field(
+        default=DEFAULT_EXTRA_MPI_PARAMS, max_length=4096,
+        description="Variables set (-x NAME=VALUE) or forwarded (-x NAME) to every rank by "
+        "mpirun, and nothing else: only NCCL_*, FI_*, GLOO_*, HOROVOD_*, TORCH_NCCL_*, "
+        "TORCH_DISTRIBUTED_*, OMP_NUM_THREADS, MKL_NUM_THREADS, CUDA_DEVICE_MAX_CONNECTIONS "
+        "and CUDA_LAUNCH_BLOCKING, never one whose name has a word such as PLUGIN, PATH, FILE, "
+        "CONF, DIR or LIB; values hold no '/'. Passed as arguments, never to a shell.",
+        json_schema_extra={"pattern": MPI_PARAMS_PATTERN.pattern})
+    command: list[Annotated[str, Field(
+        min_length=1, max_length=1024, pattern=COMMAND_ARGUMENT_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The training command every node's entrypoint launches under mpirun, as a "
+        "list of arguments (never given to a shell). By default the image's trainer, "
+        "python3 -m traingrid_trainer, which reads epochs, batch_size, warmup_epochs and "
+        "lr_decay_mode from the job's environment. Taken only by POST /command-runs of a "
+        "stack deployed with AllowRunCommands=true; POST /runs answers 403 and a manifest "
+        "is rejected.")
+    launcher: Literal["mpirun", "torchrun"] = Field(
+        default="mpirun",
+        description="How the nodes start the training command: mpirun (the main node starts "
+        "every rank over ssh, extra_mpi_params on its line; the job ends when a node is lost) "
+        "or torchrun (elastic: each node's agent starts its own ranks and, when a node fails "
+        "or leaves, the agents meet again with the nodes left, at least min_nodes, and "
+        "restart the ranks from the newest checkpoint).")
+    fsx: FsxOptions = Field(default_factory=FsxOptions)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+
+    @field_validator("dataset")
+    @classmethod
+    def _s3_prefix(cls, value: str) -> str:
+        if not re.fullmatch(S3_PREFIX_PATTERN, value):
+            raise ValueError("must be an S3 URI of a prefix, like s3://my-bucket/imagenet/")
+        return value if value.endswith("/") else value + "/"
+
+    _run_name = field_validator("name")(check_run_name)
+
+    @field_validator("extra_mpi_params")
+    @classmethod
+    def _safe_mpi_params(cls, value: str) -> str:
+        problems = mpi_params_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _fields_agree(self) -> Self:
+        problems = []
+        if self.warmup_epochs is not None and self.warmup_epochs >= self.epochs:
+            problems.append(
+                f"warmup_epochs ({self.warmup_epochs}) must be less than epochs ({self.epochs})")
+        if self.min_nodes is not None and self.min_nodes > self.nodes:
+            problems.append(f"min_nodes ({self.min_nodes}) must be at most nodes ({self.nodes})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def bucket(self) -> str:
+        return self.dataset.removeprefix("s3://").split("/", 1)[0]
+
+    @property
+    def prefix(self) -> str:
+        return self.dataset.removeprefix("s3://").split("/", 1)[1]
+
+
+def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
+                          instance_types: Sequence[str] | None,
+                          shared_memory_mib: int | None = None) -> None:
+    """What this stack can run: datasets in its own data bucket only (else
+    ``DatasetNotPermitted``, the API's 403), on the instance types its compute environment
+    may launch (``instance_types``; None allows the whole catalog), with the image's trainer
+    only batches its data loaders can pass through the containers' /dev/shm
+    (``shared_memory_mib``, the stack's NodeSharedMemoryMiB; None: not checked). Every
+    problem at once."""
+    problems = []
+    if instance_types is not None and request.instance_type not in instance_types:
+        problems.append({
+            "pointer": "/instance_type",
+            "message": f"this stack's compute environment launches only "
+                       f"{', '.join(instance_types)}; {request.instance_type} would wait for "
+                       f"capacity that never comes",
+        })
+    uses_trainer = request.command is None or "traingrid_trainer" in request.command
+    needed = loader_shared_memory_mib(INSTANCE_TYPES[request.instance_type].gpus,
+                                      request.batch_size)
+    if shared_memory_mib is not None and uses_trainer and needed > shared_memory_mib:
+        problems.append({
+            "pointer": "/batch_size",
+            "message": f"the trainer's data loaders need {needed} MiB of shared memory on a "
+                       f"{request.instance_type} node for batch_size {request.batch_size}; this "
+                       f"stack's containers have {shared_memory_mib} MiB (NodeSharedMemoryMiB): "
+                       f"use a smaller batch_size or deploy with a larger NodeSharedMemoryMiB",
+        })
+    if request.bucket != data_bucket:
+        problems.append({
+            "pointer": "/dataset",
+            "message": f"TrainGrid reads datasets from s3://{data_bucket}/ only; "
+                       f"s3://{request.bucket}/ is not its data bucket",
+        })
+        raise DatasetNotPermitted(problems)
+    if problems:
+        raise RequestInvalid(problems)
+
+
+# A run's own command is code the fleet runs as root: only the stack's owner may allow it
+# (the AllowRunCommands parameter), and only on its own route, whose execute-api:Invoke is
+# a grant of its own. Manifests never choose one.
+COMMAND_ROUTE = "POST /command-runs"
+COMMAND_PARAMETER = "AllowRunCommands"
+
+
+def command_problems(body: Any, *, allowed: bool, source: str) -> list[dict[str, str]]:
+    """Why ``body`` (a request as sent) may not name its own ``command``, if it does:
+    ``allowed`` says whether it came the one way that may (the command route of a stack that
+    takes commands), ``source`` what it came as (a manifest, ``POST /runs``, a run's input)."""
+    if not isinstance(body, dict) or "command" not in body or allowed:
+        return []
+    return [{"pointer": "/command", "message": (
+        f"{source} cannot choose the command every node runs (it runs as root on the "
+        f"training fleet); only {COMMAND_ROUTE} may, on a stack deployed with "
+        f"{COMMAND_PARAMETER}=true, for principals granted execute-api:Invoke on it. "
+        "Leave command out to run the image's trainer")}]
+
+
+def parse_request(body: Any, source: str = "request", *, commands: bool,
+                  sent_as: str) -> TrainingRunRequest:
+    """``body`` as a TrainingRunRequest, with a command only where ``commands`` allows one
+    (``command_problems``): every problem at once, as RequestInvalid; CommandNotPermitted
+    when the command is the only one."""
+    refused = command_problems(body, allowed=commands, source=sent_as)
+    try:
+        request = parse(TrainingRunRequest, body, source)
+    except RequestInvalid as invalid:
+        raise RequestInvalid(invalid.problems + refused, source) from None
+    if refused:
+        raise CommandNotPermitted(refused, source)
+    return request

@@ -1,0 +1,214 @@
+"""The CampaignFanout's vocabulary: placement policies, region-job statuses, plans and the
+state its steps pass each other.
+
+No SQLAlchemy, pydantic or boto3: the data layer, the request models, the steps and the janitor
+all use these names, so nothing here may import any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any, NotRequired, TypedDict
+
+from traingrid.vocabulary.training_run import PollState
+
+
+class Placement(StrEnum):
+    DATA_LOCAL = "data-local"  # train where the data is; move only when it has no headroom
+    CHEAPEST = "cheapest"  # train where compute plus copying the data costs least
+
+
+PLACEMENTS = tuple(p.value for p in Placement)
+
+
+class RegionJobStatus(StrEnum):
+    """Where one region's job stands: planned, SageMaker's own training-job statuses, and the
+    fan-out's two decisions about capacity."""
+
+    PLANNED = "PLANNED"
+    IN_PROGRESS = "InProgress"
+    STOPPING = "Stopping"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    CAPACITY_UNAVAILABLE = "CapacityUnavailable"  # refused for capacity: try the next region
+    MOVING = "Moving"  # on its way to the next acceptable region
+
+
+class InputMode(StrEnum):
+    """How a region's SageMaker job reads its channel (``sagemaker_job.data_input`` chooses)."""
+
+    FILE = "File"  # copied onto every instance's volume before training
+    FAST_FILE = "FastFile"  # streamed from S3 through a POSIX view as it is read
+
+
+class DataInput(TypedDict):
+    """The plan's choice of input mode and volume for a region's job, and why."""
+
+    input_mode: str  # an InputMode value
+    volume_size_gb: int
+    input_reason: str
+
+
+FINAL_JOB_STATUSES = frozenset(
+    {RegionJobStatus.COMPLETED, RegionJobStatus.FAILED, RegionJobStatus.STOPPED})
+LIVE_REGION_JOB_STATUSES = (RegionJobStatus.IN_PROGRESS, RegionJobStatus.STOPPING)
+
+
+class RunStatus(StrEnum):
+    """Where a fan-out's run stands (``FinishFanout``'s ``status`` is one of the last two)."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """What one plan of a campaign asks for, its options filled from the campaign."""
+
+    campaign_id: str
+    placement: Placement
+    instance_type: str
+    instance_count: int
+    expected_hours: float
+    # Managed spot: regions are priced (and ranked) at their spot price, or at their on-demand
+    # price where none is known.
+    spot: bool = False
+
+    @property
+    def fleet(self) -> str:
+        return f"{self.instance_count} × {self.instance_type}"
+
+    @property
+    def price(self) -> str:
+        """Which price the plan ranks by, in words."""
+        return "spot price" if self.spot else "on-demand price"
+
+
+@dataclass(frozen=True)
+class RegionJobPlan:
+    region: str  # where it trains
+    requested_region: str  # where the data is
+    s3_uri: str  # the data's prefix in requested_region
+    objects: int
+    bytes: int
+    instance_type: str
+    instance_count: int
+    usd_per_hour: float  # on-demand price × count in `region`
+    transfer_gb: float  # 0 when region == requested_region
+    estimated_usd: float  # usd_per_hour × expected_hours + transfer cost
+    reason: str  # why this region, in words
+    fallbacks: tuple[str, ...]  # other acceptable regions, cheapest first
+    copy_from: str | None  # the source prefix when the data must be copied, else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "fallbacks": list(self.fallbacks)}
+
+
+class Move(TypedDict):
+    """A region the branch left, and why."""
+
+    region: str
+    reason: str
+    instance_count: NotRequired[int]
+
+
+class RegionJob(TypedDict):
+    """One region's branch of the fan-out: its plan, then what became of it.
+
+    PlanFanout writes the plan's fields; each step returns the job with its own fields added.
+    """
+
+    region: str
+    requested_region: str
+    s3_uri: str
+    objects: int
+    bytes: int
+    instance_type: str
+    instance_count: int  # of the attempt in progress
+    requested_instance_count: NotRequired[int]
+    min_instance_count: NotRequired[int]  # fewest it may shrink to in a region
+    usd_per_hour: float
+    transfer_gb: float
+    estimated_usd: float
+    placement_reason: str
+    fallbacks: list[str]
+    copy_from: str | None
+    hyperparameters: dict[str, Any]
+    image_tag: NotRequired[str | None]  # another tag of the training image, for this region
+    input_mode: NotRequired[str]  # DataInput's fields: how the job reads its data, and why
+    volume_size_gb: NotRequired[int]
+    input_reason: NotRequired[str]
+    attempt: int
+    tried: list[Move]
+    status: str  # a RegionJobStatus value
+    reason: NotRequired[str]  # the branch's latest failure
+    job_name: NotRequired[str]
+    job_arn: NotRequired[str]
+    s3_input: NotRequired[str]
+    staged_bytes: NotRequired[int]  # copied into the job's region (0: trains where the data is)
+    staged_region: NotRequired[str]  # where the data is (the data's region, or its copy's)
+    staging: NotRequired[Any]  # campaigns.staging.Staging: the copy in progress
+    started_at: NotRequired[str]
+    poll: NotRequired[PollState]
+    secondary_status: NotRequired[str | None]
+    artifacts: NotRequired[str]
+
+
+class RegionJobCheck(TypedDict):
+    """What one check of a region's SageMaker job adds to the job."""
+
+    status: str
+    secondary_status: str | None
+    poll: PollState
+    reason: NotRequired[str]
+    artifacts: NotRequired[str]
+
+
+class FanoutPlan(TypedDict):
+    """PlanFanout's output: one job per data region; artifact buckets once, by region."""
+
+    run: str
+    placement: str
+    jobs: list[RegionJob]
+    buckets: dict[str, str]
+    max_concurrency: int
+
+
+class RegionJobEvent(TypedDict):
+    """What the Map hands each region's step."""
+
+    job: RegionJob
+    campaign: str
+    execution_name: str
+    execution_arn: str
+    buckets: dict[str, str]
+
+
+class RecordRegionJobEvent(RegionJobEvent):
+    """RecordRegionJob's input: the branch's job, and its failure if a step of it failed."""
+
+    failure: NotRequired[dict[str, Any]]
+
+
+class RegionResult(TypedDict):
+    """One region's outcome, which replaces its planned job in the execution's state."""
+
+    region: str
+    requested_region: str
+    status: str  # a final RegionJobStatus value
+    job_name: str | None
+    job_arn: str | None
+    artifacts: str | None
+    placement_reason: str | None
+    moves: list[str]
+    cause: str | None
+
+
+class FanoutOutcome(TypedDict):
+    status: str  # a final RunStatus value
+    error: str | None
+    cause: str | None
+    jobs: list[Any]

@@ -1,0 +1,202 @@
+"""``traingrid``: TrainGrid from a terminal, on the embedded emulator or a deployed stack."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
+from traingrid_local.cli import costs, doctor, faults, local, plan, runs
+from traingrid_local.cli.runs import one_line
+from traingrid_local.cli.terminal import stderr, stdout, step_of
+from traingrid_local.demo import runner as demo_runner
+from traingrid_local.emulator.fault_injection import FAULTS
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+app.add_typer(local.commands)
+app.add_typer(runs.commands)
+app.add_typer(faults.commands)
+app.add_typer(doctor.commands)
+app.add_typer(plan.commands)
+app.add_typer(costs.commands)
+
+
+def _duration(seconds: float) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _progress_table(executions: list[dict[str, Any]]) -> Table:
+    table = Table(title="TrainingRun executions (simulated time)", expand=False)
+    for column in ("execution", "status", "state", "elapsed"):
+        table.add_column(column)
+    for e in executions:
+        table.add_row(e["name"], e["status"], e["state"] or "-", _duration(e["simulated_seconds"]))
+    return table
+
+
+class ProgressLines:
+    """Without a terminal, one line each time a run moves on to a new step."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str | None] = {}
+
+    def __call__(self, executions: list[dict[str, Any]]) -> None:
+        for e in executions:
+            step = step_of(e["state"] or "Starting") if e["status"] == "RUNNING" \
+                else e["status"]
+            if self.last.get(e["name"]) != step:
+                self.last[e["name"]] = step
+                stderr.print(f"[{_duration(e['simulated_seconds']):>7}] {e['name']}: {step}",
+                             highlight=False)
+
+
+def _print_jobs(execution: dict[str, Any]) -> None:
+    table = Table(title=f"{execution['name']}: regional jobs", title_justify="left")
+    for column in ("data in", "trained in", "status", "why"):
+        table.add_column(column, overflow="fold")
+    for job in execution["jobs"]:
+        moves = [a for a in job["attempts"] or [] if a["region"] != job["region"]]
+        why = job["failure_cause"] or "; ".join(
+            [job["placement_reason"] or ""] + [f"moved from {m['region']}: {m['reason']}"
+                                               for m in moves])
+        style = "green" if job["status"] == RegionJobStatus.COMPLETED else "red"
+        table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]", why)
+    stdout.print(table)
+
+
+def _print_report(result: dict[str, Any]) -> None:
+    stdout.rule(f"TrainGrid demo · {' + '.join(result['pipelines'])} · scenario "
+                f"{result['scenario']} · clock ×{result['clock_speed']:g}")
+    table = Table(show_lines=False)
+    for column in ("execution", "state machine", "status", "simulated", "transitions",
+                   "history events", "recorded", "cost"):
+        table.add_column(column)
+    for e in result["executions"]:
+        style = "green" if e["status"] == "SUCCEEDED" else "red"
+        table.add_row(e["name"], e["state_machine"], f"[{style}]{e['status']}[/]",
+                      _duration(e["simulated_seconds"]), str(e["state_transitions"]),
+                      str(e["history_events"]), _recorded(e), _cost(e))
+    stdout.print(table)
+    for e in result["executions"]:
+        if e["error"]:
+            stdout.print(f"[bold red]{e['error']}[/]: {e['cause']}")
+        if e.get("jobs"):
+            _print_jobs(e)
+    for rejected in result["rejected_manifests"]:
+        stdout.print(f"[bold red]manifest rejected[/] {rejected['key']}:")
+        for problem in rejected["problems"] or []:
+            stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
+    _print_artifacts_and_resources(result)
+    expected = ", ".join(f"{machine} {status}" for machine, status in result["expected"].items())
+    verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
+    stdout.print(f"Expected {expected}: {verdict} ({result['wall_seconds']:.1f} s wall)")
+
+
+def _cost(execution: dict[str, Any]) -> str:
+    cost = execution.get("cost")
+    return f"${cost['actual']['total']:,.2f}" if cost else "-"
+
+
+def _recorded(execution: dict[str, Any]) -> str:
+    """What the campaign database holds of the run: its status, and who recorded it."""
+    if execution["state_machine"] == "CampaignFanout":
+        return "by region" if execution.get("jobs") else "-"
+    record = execution.get("record")
+    return f"{record['status']} (by the {record['recorded_by']})" if record else "[red]no[/]"
+
+
+def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
+    stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
+    for artifact in result["artifacts"]:
+        # Unwrapped, so each URI can be copied whole.
+        size = f"  ({artifact['size']} bytes)" if "size" in artifact else ""
+        stdout.print(f"  {artifact['uri']}{size}", soft_wrap=True, highlight=False)
+    for kept in result["retained_resources"]:
+        stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
+                     f"(run {kept['run']}): its archive failed, its data is safe there.")
+    for action in result["janitor"]["actions"]:
+        stdout.print(f"[yellow]Janitor[/] {action['action']} {action['type']} {action['id']}: "
+                     f"{action['reason']}", highlight=False)
+    if result["leaked_resources"]:
+        stdout.print(f"[bold red]Leaked resources[/]: {result['leaked_resources']}")
+    else:
+        stdout.print("Leaked resources: none (checked after the janitor ran)")
+
+
+def _failure_reason(result: dict[str, Any]) -> str:
+    if result["rejected_manifests"]:
+        return "the manifest was rejected; nothing started"
+    if not result["executions"]:
+        return "no run started"
+    if result["leaked_resources"]:
+        return f"{len(result['leaked_resources'])} resource(s) leaked"
+    wrong = [f"{e['name']} ended {e['status']}, expected {e['expected_status']}"
+             for e in result["executions"] if e["status"] != e["expected_status"]]
+    return "; ".join(wrong) or "a pipeline started no run"
+
+
+@app.command()
+def demo(
+    pipeline: Annotated[str, typer.Option(
+        help="all, training (TrainingRun) or campaign (CampaignFanout).")] = "all",
+    scenario: Annotated[str, typer.Option(
+        help="happy, or a fault: " + ", ".join(
+            f"{k} ({v.description or FAULTS.get(k, '')})"
+            for k, v in demo_runner.SCENARIOS.items() if k != "happy"),
+    )] = "happy",
+    fault_region: Annotated[str, typer.Option(
+        help="The region where SageMaker faults act.")] = "us-west-2",
+    manifest: Annotated[Path | None, typer.Option(
+        help="Your own manifest (JSON request fields) to upload instead of {}.")] = None,
+    key: Annotated[str, typer.Option(help="S3 key to upload the manifest under.")] = (
+        demo_runner.DEFAULT_KEY),
+    uploads: Annotated[int, typer.Option(help="Upload the manifest N times.")] = 1,
+    speed: Annotated[float, typer.Option(
+        help="Simulated seconds per real second.")] = demo_runner.DEFAULT_SPEED,
+    training_hours: Annotated[float, typer.Option(
+        help="Simulated length of the training job.")] = 6.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run TrainGrid's main job on the embedded emulator and report what happened."""
+    options = demo_runner.DemoOptions(
+        pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
+        fault_region=fault_region, speed=speed, training_hours=training_hours,
+    )
+    try:
+        options.validate()
+    except ValueError as error:
+        stderr.print(f"traingrid demo: {one_line(str(error))}", markup=False,
+                     soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    if as_json:
+        result = demo_runner.run(options)
+        print(json.dumps(result, indent=2, default=str))
+    elif stderr.is_terminal:
+        stderr.print(f"Deploying template.yaml into the emulated account; scenario {scenario}…")
+        with Live(console=stderr, transient=True, refresh_per_second=8) as live:
+            result = demo_runner.run(options, lambda runs: live.update(_progress_table(runs)))
+        _print_report(result)
+    else:
+        stderr.print(f"Deploying template.yaml into the emulated account; scenario {scenario}…")
+        result = demo_runner.run(options, ProgressLines())
+        _print_report(result)
+    if not result["ok"]:
+        stderr.print(f"traingrid demo: {_failure_reason(result)}", markup=False,
+                     soft_wrap=True, highlight=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+def scenarios() -> None:
+    """List the demo's scenarios and the end state each pipeline must reach."""
+    for name, scenario in demo_runner.SCENARIOS.items():
+        what = scenario.description or (FAULTS.get(name, "no fault") if scenario.faults
+                                        else "no fault")
+        ends = ", ".join(f"{p} {s}" for p, s in scenario.expected.items())
+        stdout.print(f"{name:21} {what}\n{'':21} → {ends}")

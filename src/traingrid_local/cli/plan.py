@@ -1,0 +1,134 @@
+"""``traingrid plan``: a dry run of a TrainingRun request, starting nothing.
+
+With ``--dataset-bytes`` (and ``--dataset-objects``) the plan is made here, without AWS, for a
+dataset of that size; otherwise the API plans it (``POST /plans``) on what is under the
+dataset prefix now: the emulator's (``traingrid serve``) or a deployed stack's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from traingrid.errors import RequestInvalid
+from traingrid.training.plan import DatasetSize
+from traingrid.training.plan_step import dry_run
+from traingrid.training.run_request import parse_request
+from traingrid_local.api.client import DEFAULT_ENDPOINT
+from traingrid_local.cli import terminal
+from traingrid_local.cli.runs import (
+    INVALID,
+    AsJson,
+    Endpoint,
+    Region,
+    Stack,
+    call,
+    connect,
+    fail,
+    request_body,
+)
+from traingrid_local.cli.terminal import stderr, stdout
+
+commands = typer.Typer()
+
+
+def local_plan(body: dict[str, Any], dataset: DatasetSize) -> dict[str, Any]:
+    try:
+        request = parse_request(body, commands=True, sent_as="traingrid plan")
+    except RequestInvalid as invalid:
+        for line in terminal.problems_lines(invalid.problems):
+            stderr.print(line, highlight=False, soft_wrap=True, markup=False)
+        raise fail("plan", invalid.message, INVALID) from None
+    return dry_run(request, dataset)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def plan_table(plan: dict[str, Any]) -> Table:
+    job, reads, fsx, cost = plan["job"], plan["input"], plan["fsx"], plan["cost"]
+    dataset = plan["dataset"]
+    table = Table(title=f"Plan for {plan['run']} (nothing started)", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("Job", f"{job['nodes']} × {job['instance_type']} = {job['gpus']} GPUs, "
+                         f"{job['images_per_s']:,} images/s ({job['images_per_s_source']})")
+    table.add_row("Dataset", f"{dataset['uri']}: {dataset['bytes'] / 1e9:,.1f} GB in "
+                             f"{dataset['objects']:,} objects, {reads['records']:,} records of "
+                             f"{reads['record_bytes'] / 1000:,.0f} KB "
+                             f"({reads['record_bytes_source']})")
+    table.add_row("Reads", f"{reads['required_mb_s']:,.0f} MB/s")
+    per_unit = fsx["per_unit_storage_throughput"]
+    burst = fsx["burst_mb_s"]
+    table.add_row("File system", (
+        f"{fsx['deployment_type']}{f' at {per_unit} MB/s/TiB' if per_unit else ''}, "
+        f"{fsx['storage_capacity_gib']:,} GiB: {fsx['throughput_mb_s']:,.0f} MB/s"
+        + (f" (burst {burst:,.0f})" if burst else "")
+        + (" - meets the reads" if fsx["meets_reads"] else " - SHORT of the reads")))
+    lazily = f"lazily from S3 {duration(fsx['first_epoch_lazy_s'])}"
+    preloaded = (f"preloaded (lfs hsm_restore, {duration(fsx['preload_s'])} before training) "
+                 f"{duration(fsx['first_epoch_preloaded_s'])}")
+    table.add_row("First epoch", f"{preloaded} (this plan); {lazily}" if fsx["preload"]
+                  else f"{lazily} (this plan); {preloaded} (fsx.preload)")
+    table.add_row("Epoch", f"{duration(job['epoch_s'])} (GPUs alone "
+                           f"{duration(job['compute_epoch_s'])}) × {job['epochs']} epochs")
+    table.add_row("Cost", f"${cost['usd_per_hour']:,.2f}/h (compute "
+                          f"${cost['compute_usd_per_hour']:,.2f}, FSx "
+                          f"${cost['fsx_usd_per_hour']:,.2f}); at most ${cost['max_usd']:,.2f} "
+                          f"({cost['training_hours']:g} h of training)")
+    for note in plan["notes"]:
+        table.add_row("Note", note)
+    for warning in plan["warnings"]:
+        table.add_row("[yellow]Warning[/]", warning)
+    return table
+
+
+@commands.command()
+def plan(
+    manifest: Annotated[Path | None, typer.Option(
+        help="A JSON request (schema/training-run-request.schema.json), as a manifest or "
+             "POST /runs takes it.")] = None,
+    dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
+    instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,
+    epochs: Annotated[int | None, typer.Option()] = None,
+    images_per_s_per_gpu: Annotated[int | None, typer.Option(
+        help="Images/s each GPU trains at (default: the instance type's catalog figure).")
+    ] = None,
+    dataset_records: Annotated[int | None, typer.Option(
+        help="Images in the dataset, when its objects are shards.")] = None,
+    dataset_bytes: Annotated[int | None, typer.Option(
+        help="Plan here, without AWS, for a dataset of this many bytes.")] = None,
+    dataset_objects: Annotated[int | None, typer.Option(
+        help="With --dataset-bytes: its objects (default 1).")] = None,
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """The plan a request would get: the job, the file system sized for its reads, an epoch's
+    time and the cost. Starts nothing."""
+    body = request_body(manifest, {
+        "dataset": dataset, "nodes": nodes, "instance_type": instance_type, "epochs": epochs,
+        "expected_images_per_s_per_gpu": images_per_s_per_gpu,
+        "dataset_records": dataset_records}, "plan")
+    if dataset_objects is not None and dataset_bytes is None:
+        raise fail("plan", "--dataset-objects needs --dataset-bytes", INVALID)
+    if dataset_bytes is not None:
+        if dataset_bytes < 1 or (dataset_objects is not None and dataset_objects < 1):
+            raise fail("plan", "--dataset-bytes and --dataset-objects must be positive",
+                       INVALID)
+        result = local_plan(body, DatasetSize(dataset_objects or 1, dataset_bytes))
+    else:
+        result = call("plan", connect("plan", endpoint, stack, region), "POST", "/plans", body)
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        stdout.print(plan_table(result))

@@ -1,0 +1,311 @@
+"""``traingrid submit | status | runs | logs | campaigns``: clients of the TrainGrid API.
+
+By default they talk to the server ``traingrid serve`` runs (``--endpoint``, or
+``TRAINGRID_ENDPOINT``); with ``--stack NAME --region R``, to a deployed stack's API (its
+``ApiUrl`` output), signing each request with SigV4 and the default AWS credentials. Exit
+code 0 when the command did what was asked (and a run it names succeeded or is running),
+otherwise non-zero with a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.markup import escape
+
+from traingrid_local.api.client import (
+    DEFAULT_ENDPOINT,
+    ApiClient,
+    ApiError,
+    Unreachable,
+    Unsendable,
+    segment,
+)
+from traingrid_local.cli import terminal
+from traingrid_local.cli.terminal import stderr, stdout
+
+commands = typer.Typer()
+TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+# Exit codes: the run failed (or the API refused the request), the request was invalid,
+# the API could not be reached.
+RUN_FAILED, INVALID, UNREACHABLE = 1, 2, 3
+
+Endpoint = Annotated[str, typer.Option(
+    envvar="TRAINGRID_ENDPOINT", help="The API (default: the one `traingrid serve` runs).")]
+Stack = Annotated[str | None, typer.Option(
+    help="A deployed stack: use its API (stack output ApiUrl), with SigV4.")]
+Region = Annotated[str | None, typer.Option(
+    envvar="AWS_REGION", help="The deployed stack's region.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON.")]
+
+
+def one_line(text: str) -> str:
+    """``text`` with what would break or restyle the line (newlines, escapes) spelled out."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def fail(command: str, reason: str, code: int = RUN_FAILED) -> typer.Exit:
+    # Plain text on one line: a reason quotes what the user typed, which may hold newlines
+    # or look like markup ("[/]").
+    stderr.print(f"traingrid {command}: {one_line(reason)}", highlight=False, soft_wrap=True,
+                 markup=False)
+    return typer.Exit(code)
+
+
+def run_path(command: str, name: str, tail: str = "") -> str:
+    if not name:
+        raise fail(command, "name the run (traingrid runs lists them)", INVALID)
+    if "/" in name or name in (".", ".."):  # never a run's name; a path once decoded
+        raise fail(command, f"{name!r} is not a run name (traingrid runs lists them)", INVALID)
+    return f"/runs/{segment(name)}{tail}"
+
+
+def connect(command: str, endpoint: str, stack: str | None, region: str | None) -> ApiClient:
+    if stack is None:
+        return ApiClient(endpoint)
+    if not region:
+        raise fail(command, "--stack needs --region (or AWS_REGION)", INVALID)
+    try:
+        return ApiClient.for_stack(stack, region)
+    except Unreachable as error:
+        raise fail(command, str(error), UNREACHABLE) from None
+
+
+def call(command: str, client: ApiClient, method: str, path: str, body: Any = None,
+         query: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
+    """The answer's body; any failure ends the command with its one-line reason."""
+    try:
+        return client.call(method, path, body, query, headers).body
+    except Unreachable as error:
+        hint = "start `traingrid serve`, or pass --stack NAME --region R"
+        raise fail(command, f"{error}: {hint}", UNREACHABLE) from None
+    except Unsendable as error:
+        raise fail(command, str(error), INVALID) from None
+    except ApiError as error:
+        for line in terminal.problems_lines(error.problems):
+            stderr.print(one_line(line), highlight=False, soft_wrap=True, markup=False)
+        raise fail(command, error.message, INVALID if error.status == 400 else RUN_FAILED
+                   ) from None
+
+
+def ended(command: str, run: dict[str, Any]) -> None:
+    """Exit 0 for a run that succeeded or is running; otherwise say why it did not."""
+    if run["status"] in ("SUCCEEDED", "RUNNING"):
+        return
+    reason = f"{run['name']} {run['status']}"
+    if run.get("error"):
+        reason += f": {run['error']}: {run.get('cause') or ''}".rstrip(": ")
+    raise fail(command, reason)
+
+
+def follow(command: str, client: ApiClient, name: str, timeout: float,
+           interval: float = 1.0) -> dict[str, Any]:
+    """Poll the run until it ends, showing where it is."""
+    deadline = time.monotonic() + timeout
+    path = run_path(command, name)
+    if stderr.is_terminal:
+        with Live(console=stderr, transient=True, refresh_per_second=4) as live:
+            while True:
+                run = call(command, client, "GET", path)
+                live.update(terminal.progress_line(run))
+                if run["status"] in TERMINAL or time.monotonic() > deadline:
+                    return run
+                time.sleep(interval)
+    show = terminal.Changes(lambda line: stderr.print(line, highlight=False))
+    while True:
+        run = call(command, client, "GET", path)
+        show(run)
+        if run["status"] in TERMINAL or time.monotonic() > deadline:
+            return run
+        time.sleep(interval)
+
+
+def request_body(file: Path | None, fields: dict[str, Any], command: str = "submit"
+                 ) -> dict[str, Any]:
+    """The file's JSON object with the flags given on top."""
+    body: dict[str, Any] = {}
+    if file is not None:
+        try:
+            body = json.loads(file.read_text())
+        except (OSError, ValueError, RecursionError) as error:  # nested too deep: recursion
+            raise fail(command, f"cannot read {file}: {error}", INVALID) from None
+        if not isinstance(body, dict):
+            raise fail(command, f"{file} must hold a JSON object", INVALID)
+    return body | {k: v for k, v in fields.items() if v is not None}
+
+
+@commands.command()
+def submit(
+    file: Annotated[Path | None, typer.Argument(
+        help="A JSON request (schema/training-run-request.schema.json, or "
+             "campaign-fanout-request.schema.json with --campaign).")] = None,
+    dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (derived when absent).")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
+    instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,
+    epochs: Annotated[int | None, typer.Option()] = None,
+    batch_size: Annotated[int | None, typer.Option()] = None,
+    campaign: Annotated[str | None, typer.Option(
+        help="Start this campaign's fan-out instead of a TrainingRun.")] = None,
+    datasets: Annotated[str | None, typer.Option(
+        help="With --campaign: new (since its last success) or all.")] = None,
+    instance_count: Annotated[int | None, typer.Option(help="With --campaign.")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(
+        help="Send it again with the same key: the same run, never a second one.")] = None,
+    wait: Annotated[bool, typer.Option(help="Follow the run until it ends.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds --wait waits at most.")] = 3600,
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """Submit a TrainingRun (or, with --campaign, a fan-out) from a file and/or flags."""
+    client = connect("submit", endpoint, stack, region)
+    if campaign is None:
+        body = request_body(file, {"dataset": dataset, "name": name, "nodes": nodes,
+                                   "instance_type": instance_type, "epochs": epochs,
+                                   "batch_size": batch_size})
+        path = "/runs"
+    else:
+        body = request_body(file, {"name": name, "datasets": datasets,
+                                   "instance_type": instance_type,
+                                   "instance_count": instance_count})
+        path = f"/campaigns/{segment(campaign)}/runs"
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    submitted = call("submit", client, "POST", path, body, headers=headers)
+    if not wait:
+        if as_json:
+            print(json.dumps(submitted, indent=2))
+        else:
+            verb = "started" if submitted["started"] else "exists"
+            stdout.print(f"{submitted['name']} {verb} ({submitted['status']})", highlight=False)
+            stdout.print(submitted["console_url"], highlight=False, soft_wrap=True)
+        return
+    run = follow("submit", client, submitted["name"], timeout)
+    if as_json:
+        print(json.dumps(run, indent=2))
+    else:
+        stdout.print(terminal.timeline(run))
+    if run["status"] == "RUNNING":
+        raise fail("submit", f"{run['name']} still RUNNING after {timeout:g} s")
+    ended("submit", run)
+
+
+@commands.command()
+def status(
+    name: Annotated[str, typer.Argument(help="The run's name.")],
+    every_visit: Annotated[bool, typer.Option(
+        "--every-visit", help="One row per state visit (poll loops unfolded).")] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the run until it ends.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds --wait waits at most.")] = 3600,
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """A run's timeline: each state (poll loops folded) with its start, duration and outcome."""
+    client = connect("status", endpoint, stack, region)
+    run = follow("status", client, name, timeout) if wait else call(
+        "status", client, "GET", run_path("status", name))
+    if as_json:
+        print(json.dumps(run, indent=2))
+    else:
+        stdout.print(terminal.timeline(run, every_visit))
+        stdout.print(f"console: {run['console_url']}", highlight=False, soft_wrap=True)
+        if run.get("error"):
+            stdout.print(f"[bold red]{escape(run['error'])}[/]: {escape(run.get('cause') or '')}",
+                         soft_wrap=True)
+        for artifact in run["artifacts"]:
+            region_of = f" ({artifact['region']})" if artifact.get("region") else ""
+            stdout.print(f"artifacts{region_of}: {artifact['location']}", highlight=False,
+                         soft_wrap=True)
+        cost = terminal.cost_line(run.get("cost"))
+        if cost:
+            stdout.print(cost, highlight=False, soft_wrap=True)
+    ended("status", run)
+
+
+@commands.command()
+def runs(
+    limit: Annotated[int, typer.Option(help="Runs per page (1-100).")] = 20,
+    pipeline: Annotated[str | None, typer.Option(help="training or campaign.")] = None,
+    status: Annotated[str | None, typer.Option(help="RUNNING, SUCCEEDED, FAILED, …")] = None,
+    next_token: Annotated[str | None, typer.Option(help="The page after a previous one.")] = None,
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """Recent runs of both pipelines, newest first."""
+    client = connect("runs", endpoint, stack, region)
+    page = call("runs", client, "GET", "/runs", query={
+        "limit": limit, "pipeline": pipeline, "status": status, "next_token": next_token})
+    if as_json:
+        print(json.dumps(page, indent=2))
+        return
+    stdout.print(terminal.runs_table(page["runs"]))
+    if page["next_token"]:
+        stdout.print(f"more: traingrid runs --next-token {page['next_token']}",
+                     highlight=False, soft_wrap=True)
+
+
+@commands.command()
+def logs(
+    name: Annotated[str, typer.Argument(help="The run's name.")],
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """Why a run ended as it did, and the tail of its training log."""
+    client = connect("logs", endpoint, stack, region)
+    found = call("logs", client, "GET", run_path("logs", name, "/logs"))
+    if as_json:
+        print(json.dumps(found, indent=2))
+        return
+    stdout.print(f"{found['name']} · {found['pipeline']} · {found['status']}", highlight=False)
+    if found.get("error"):
+        stdout.print(f"[bold red]{escape(found['error'])}[/]: "
+                     f"{escape(found.get('cause') or '')}", soft_wrap=True)
+    log = found.get("log")
+    if log:
+        stdout.rule(log["source"])
+        for line in log["lines"]:
+            print(line)
+    else:
+        stdout.print(found.get("note") or "No training log yet.", highlight=False)
+
+
+@commands.command()
+def campaigns(
+    database_url: Annotated[str | None, typer.Option(
+        envvar="TRAINGRID_DATABASE_URL",
+        help="Read a campaign database directly instead (e.g. the demo's: "
+             "sqlite:///.traingrid/campaigns.db).")] = None,
+    endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
+    as_json: AsJson = False,
+) -> None:
+    """Campaigns, their datasets by region, and their last run."""
+    if database_url is not None:
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+        from traingrid.db.engine import transaction
+        from traingrid.db.repositories import CampaignRepository
+
+        try:
+            with transaction(database_url) as session:
+                overview = CampaignRepository(session).overview()
+        except ArgumentError as error:
+            raise fail("campaigns", f"{database_url!r} is not a database URL: {error}",
+                       INVALID) from None
+        except SQLAlchemyError as error:
+            first = (str(error).splitlines() or [type(error).__name__])[0]
+            raise fail("campaigns", f"cannot read the campaign database: {first}",
+                       UNREACHABLE) from None
+    else:
+        client = connect("campaigns", endpoint, stack, region)
+        overview = call("campaigns", client, "GET", "/campaigns")["campaigns"]
+    if as_json:
+        print(json.dumps({"campaigns": overview}, indent=2, default=str))
+        return
+    for campaign in overview:
+        stdout.print(terminal.campaign_table(campaign))
+    if not overview:
+        stdout.print("No campaigns.")

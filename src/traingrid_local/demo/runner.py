@@ -1,0 +1,294 @@
+"""``traingrid demo``: deploy TrainGrid into the emulator, start its pipelines the way users do
+(an upload), and follow every run to the end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traingrid.db.engine import dispose
+from traingrid_local.emulator import batch as emulated_batch
+from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.fault_injection import StateFault
+from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
+from traingrid_local.stack import report, sample_campaign, schedules
+from traingrid_local.stack.cron_expression import interval_seconds
+from traingrid_local.stack.environment import (
+    DEMO_BUCKET,
+    MACHINE_NAMES,
+    STATE_MACHINES,
+    Deployment,
+    deploy_traingrid,
+)
+
+DATASET_PREFIX = "imagenet2012/resized/"
+DEFAULT_KEY = DATASET_PREFIX + "manifest.json"
+# Small stand-ins for the ImageNet TFRecord shards.
+SAMPLE_SHARDS = [f"train-{i:05d}-of-01024" for i in range(8)] + ["validation-00000-of-00128"]
+SHARD_BYTES = 64 * 1024
+PIPELINES = ("training", "campaign")
+# Kept after the demo, so `traingrid campaigns` can show what it recorded.
+DEMO_DATABASE = Path(".traingrid") / "campaigns.db"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    faults: frozenset[str]
+    expected: dict[str, str]  # pipeline → the status its runs must end in
+    state_faults: Mapping[str, StateFault] = field(default_factory=dict)
+    description: str | None = None  # what happens, when it is not one named fault
+    # Fields of the uploaded run request (a --manifest's fields override them).
+    request: Mapping[str, Any] = field(default_factory=dict)
+
+
+# A run is stopped this far into its training wait, while its job trains.
+ABORT_TRAINING_AFTER_S = 30 * 60
+
+SCENARIOS: dict[str, Scenario] = {
+    "happy": Scenario(frozenset(), {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
+    "fsx-create-failed": Scenario(frozenset({"fsx-create-failed"}), {"training": "FAILED"}),
+    "batch-job-failed": Scenario(frozenset({"batch-job-failed"}), {"training": "FAILED"}),
+    "node-lost": Scenario(
+        frozenset({"node-lost"}), {"training": "SUCCEEDED"},
+        description="the first job's main node host is lost after 20 minutes; the run resumes "
+                    "from its checkpoint on the same nodes and succeeds on the second attempt"),
+    "slow-node": Scenario(
+        frozenset({"slow-node"}), {"training": "SUCCEEDED"},
+        description="the first job's pre-flight check finds one node far below the others and "
+                    "exits 75 before training; the second attempt, on other hosts, succeeds"),
+    "node-lost-every-attempt": Scenario(
+        frozenset({"node-lost-every-attempt"}), {"training": "FAILED"},
+        description="every job's main node host is lost; after 3 attempts the run fails, "
+                    "naming each"),
+    "capacity-shrink": Scenario(
+        frozenset({"capacity-8-nodes"}), {"training": "SUCCEEDED"},
+        request={"nodes": 20, "min_nodes": 4},
+        description="only 8 nodes can be had for a run of 20 (min_nodes 4): it shrinks to 10, "
+                    "then 5, and trains on 5"),
+    "stuck-runnable": Scenario(frozenset({"stuck-runnable"}), {"training": "FAILED"}),
+    "vcpu-quota": Scenario(
+        frozenset({"vcpu-quota"}), {"training": "SUCCEEDED"},
+        request={"nodes": 20, "min_nodes": 4},
+        description="the account's vCPU limit (512) holds 8 p3.16xlarge: a run of 20 is told "
+                    "VcpuLimitExceeded within minutes, shrinks to 10, then 5, and trains on 5"),
+    "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
+    "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),
+    "throttling": Scenario(frozenset({"throttling"}),
+                           {"training": "SUCCEEDED", "campaign": "SUCCEEDED"}),
+    "sagemaker-capacity": Scenario(frozenset({"sagemaker-capacity"}), {"campaign": "SUCCEEDED"}),
+    "sagemaker-quota": Scenario(frozenset({"sagemaker-quota"}), {"campaign": "SUCCEEDED"}),
+    "sagemaker-shrink": Scenario(
+        frozenset({"sagemaker-capacity-5"}), {"campaign": "SUCCEEDED"},
+        description="the fault region has capacity for 5 instances, not the campaign's 10: "
+                    "its job shrinks to 5 (the campaign's min_instance_count) and trains there"),
+    "sagemaker-job-failed": Scenario(frozenset({"sagemaker-job-failed"}),
+                                     {"campaign": "FAILED"}),
+    "abort-during-hydrate": Scenario(
+        frozenset(), {"training": "ABORTED"}, {"CheckFileSystem": StateFault("abort")},
+        "the run is stopped (StopExecution) while its file system hydrates"),
+    "abort-during-training": Scenario(
+        frozenset(), {"training": "ABORTED"},
+        {"AwaitTrainingJob": StateFault("abort", after_s=ABORT_TRAINING_AFTER_S)},
+        "the run is stopped 30 minutes into its training job"),
+    "abort-during-archive": Scenario(
+        frozenset(), {"training": "ABORTED"}, {"CheckArchive": StateFault("abort")},
+        "the run is stopped while its archive in S3 is checked"),
+}
+# The janitor runs on its schedule until nothing is left to release, at most this many times.
+JANITOR_PASSES = 12
+Progress = Callable[[list[dict[str, Any]]], None]
+
+
+@dataclass
+class DemoOptions:
+    pipeline: str = "all"
+    scenario: str = "happy"
+    manifest: Path | None = None
+    key: str = DEFAULT_KEY
+    uploads: int = 1
+    fault_region: str = "us-west-2"
+    speed: float = DEFAULT_SPEED
+    training_hours: float = 6.0
+    timeout_s: float = 300.0
+    database_url: str | None = None
+
+    def pipelines(self) -> tuple[str, ...]:
+        wanted = PIPELINES if self.pipeline == "all" else (self.pipeline,)
+        expected = SCENARIOS[self.scenario].expected
+        return tuple(p for p in wanted if p in expected)
+
+    def validate(self) -> None:
+        problems = []
+        if self.pipeline not in (*PIPELINES, "all"):
+            problems.append(f"unknown pipeline {self.pipeline!r} "
+                            f"(available: all, {', '.join(PIPELINES)})")
+        if self.scenario not in SCENARIOS:
+            problems.append(f"unknown scenario {self.scenario!r} "
+                            f"(available: {', '.join(SCENARIOS)})")
+        elif not problems and not self.pipelines():
+            applies = ", ".join(SCENARIOS[self.scenario].expected)
+            problems.append(f"scenario {self.scenario!r} does not apply to the {self.pipeline} "
+                            f"pipeline (it applies to {applies})")
+        if self.uploads < 1:
+            problems.append("--uploads must be at least 1")
+        if self.manifest is not None and not _is_file(self.manifest):
+            problems.append(f"manifest file {self.manifest} does not exist")
+        if not self.key or self.key.startswith("/"):
+            problems.append("--key must be a relative S3 key like data/manifest.json")
+        for option, value in (("--speed", self.speed), ("--training-hours", self.training_hours)):
+            if not math.isfinite(value) or value <= 0:
+                problems.append(f"{option} must be a positive number, not {value}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, say
+        return False
+
+
+def upload_sample_dataset(emulator: Emulator) -> None:
+    s3 = emulator.client("s3")
+    for name in SAMPLE_SHARDS:
+        block = hashlib.sha256(name.encode()).digest()
+        s3.put_object(Bucket=DEMO_BUCKET, Key=DATASET_PREFIX + name,
+                      Body=block * (SHARD_BYTES // len(block)))
+
+
+def manifest_body(scenario: Scenario, given: bytes | None) -> bytes:
+    """The run request to upload: the scenario's fields, overridden by the given manifest's.
+    A manifest that is not a JSON object is uploaded as it is (for the trigger to refuse)."""
+    if given is None:
+        given = b"{}"
+    try:
+        fields = json.loads(given)
+    except ValueError:
+        return given
+    if not isinstance(fields, dict):
+        return given
+    return json.dumps({**scenario.request, **fields}).encode() + b"\n"
+
+
+def start_training(emulator: Emulator, options: DemoOptions) -> None:
+    upload_sample_dataset(emulator)
+    body = manifest_body(SCENARIOS[options.scenario],
+                         options.manifest.read_bytes() if options.manifest else None)
+    for _ in range(options.uploads):
+        emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=options.key, Body=body)
+
+
+def start_campaign(emulator: Emulator, deployment: Deployment) -> None:
+    sample_campaign.seed(deployment)
+    sample_campaign.upload_and_mark(emulator, deployment)
+
+
+def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: float,
+                  progress: Progress | None, janitor: Deployment | None = None) -> list[str]:
+    """Follow every execution of the state machines until all have ended (or time runs out).
+
+    With ``janitor``, its schedule fires once every scheduled interval of simulated time while
+    the runs go, as EventBridge's does: runs whose job's event is lost are woken by it. (Off
+    otherwise: with events delivered a pass during the runs finds nothing to do, and hundreds
+    of them would slow a multi-day run down.)"""
+    sfn = emulator.client("stepfunctions")
+    deadline = time.monotonic() + timeout_s
+    interval_s = next_pass = None
+    if janitor is not None:
+        interval_s = interval_seconds(emulator.client("events").describe_rule(
+            Name=janitor.stack.resources["JanitorFunctionSweep"])["ScheduleExpression"])
+        next_pass = CLOCK.timestamp() + interval_s
+    while True:
+        executions = [e for arn in state_machine_arns
+                      for e in reversed(sfn.list_executions(stateMachineArn=arn)["executions"])]
+        if progress is not None:
+            progress([
+                {"name": e["name"], "status": e["status"],
+                 "state": report.current_state(report.history(emulator, e["executionArn"])),
+                 "simulated_seconds": round(emulator.simulated_seconds(
+                     e["startDate"], e.get("stopDate") or emulator.real_now()))}
+                for e in executions
+            ])
+        if all(e["status"] != "RUNNING" for e in executions) or time.monotonic() > deadline:
+            return [e["executionArn"] for e in executions]
+        if janitor is not None and interval_s and next_pass is not None:
+            if (now := CLOCK.timestamp()) >= next_pass:
+                schedules.fire(emulator, janitor.stack, "janitor")
+                while next_pass <= now:  # a pass that came due meanwhile is not made twice
+                    next_pass += interval_s
+            time.sleep(min(0.2, CLOCK.real_seconds(interval_s) / 4))
+        else:
+            time.sleep(0.2)
+
+
+def settle(emulator: Emulator, deployment: Deployment,
+           max_passes: int = JANITOR_PASSES) -> list[dict[str, Any]]:
+    """Fire the janitor's schedule, once every scheduled interval of simulated time, until a
+    pass finds nothing left to wait for (an export, a stopping job, a hydrating file system);
+    the passes' results. Ended runs set it off at once already (their status-change event):
+    these are the passes EventBridge's schedule makes afterwards."""
+    schedule = emulator.client("events").describe_rule(
+        Name=deployment.stack.resources["JanitorFunctionSweep"])["ScheduleExpression"]
+    interval_s = interval_seconds(schedule)
+    passes: list[dict[str, Any]] = []
+    while len(passes) < max_passes:
+        result = schedules.fire(emulator, deployment.stack, "janitor")
+        passes.append(result)
+        if not result["pending"] and not result["errors"]:
+            break
+        time.sleep(CLOCK.real_seconds(interval_s))
+    return passes
+
+
+def demo_database_url() -> str:
+    """A fresh database file for each demo, kept afterwards for `traingrid campaigns`."""
+    url = f"sqlite:///{DEMO_DATABASE.resolve()}"
+    dispose(url)  # connections to the previous demo's file
+    shutil.rmtree(DEMO_DATABASE.parent, ignore_errors=True)
+    DEMO_DATABASE.parent.mkdir(parents=True)
+    return url
+
+
+def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any]:
+    options.validate()
+    scenario, pipelines = SCENARIOS[options.scenario], options.pipelines()
+    emulated_batch.TRAINING_SECONDS = options.training_hours * 3600
+    started = time.monotonic()
+    with Emulator(speed=options.speed, fault_names=scenario.faults,
+                  fault_region=options.fault_region,
+                  state_faults=scenario.state_faults) as emulator:
+        deployment = deploy_traingrid(
+            emulator, database_url=options.database_url or demo_database_url())
+        try:
+            if "training" in pipelines:
+                start_training(emulator, options)
+            if "campaign" in pipelines:
+                start_campaign(emulator, deployment)
+            machines = [deployment.stack.outputs[STATE_MACHINES[p]] for p in pipelines]
+            arns = wait_for_runs(emulator, machines, options.timeout_s, progress,
+                                 deployment if "lost-events" in scenario.faults else None)
+            passes = settle(emulator, deployment)
+            result = report.build(emulator, deployment, arns, passes)
+        finally:
+            deployment.close()
+    expected = {MACHINE_NAMES[p]: scenario.expected[p] for p in pipelines}
+    for entry in result["executions"]:
+        entry["expected_status"] = expected.get(entry["state_machine"])
+    result.update({
+        "expected": expected, "pipelines": list(pipelines), "scenario": options.scenario,
+        "faults": sorted(scenario.faults), "fault_region": options.fault_region,
+        "clock_speed": options.speed, "wall_seconds": round(time.monotonic() - started, 2),
+    })
+    ran = {e["state_machine"] for e in result["executions"]}
+    result["ok"] = set(expected) <= ran and not result["leaked_resources"] and all(
+        e["status"] == e["expected_status"] for e in result["executions"])
+    return result
+

@@ -42,7 +42,7 @@ from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.stack import report, sample_campaign
 from traingrid_local.stack.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PIPELINES = {"training": ("TrainingRun", "statemachines/training_run.asl.json",
                           "TrainingRunStateMachineArn"),
              "campaign": ("CampaignFanout", "statemachines/campaign_fanout.asl.json",

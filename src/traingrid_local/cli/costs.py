@@ -40,8 +40,10 @@ def costs(
     by: Annotated[str, typer.Option(help=f"Group by: {', '.join(GROUPS)}.")] = "dataset",
     as_json: AsJson = False,
 ) -> None:
-    """What runs started in a period cost (TrainingRuns and campaign fan-outs), grouped, from
-    their recorded receipts."""
+    """Sum what the runs started in a period cost, grouped, from their recorded receipts.
+
+    TrainingRuns and campaign fan-outs alike, read from the campaign database.
+    """
     problems: list[str] = []
     start, end = _moment("since", since, problems), _moment("until", until, problems)
     if by not in GROUPS:

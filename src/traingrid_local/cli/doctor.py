@@ -76,8 +76,12 @@ def doctor(
         help="samconfig.toml (default: next to the template).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Check the AWS account for what the stack needs (quotas, FSx's role, images, network,
-    Lambda concurrency) and say what to do about each problem."""
+    """Check what the AWS account lacks for the stack, and what to do about each problem.
+
+    It checks quotas, FSx's service-linked role, the images, the network and Lambda
+    concurrency. Exit code 1 with any blocker (warnings do not fail), 2 for invalid options, 3
+    when the account or the stack cannot be read.
+    """
     options = Options(region=region or "", stack=stack, template=template, samconfig=samconfig,
                       parameters=tuple(parameter or ()), instance_types=instance_types,
                       nodes=nodes, campaign_regions=campaign_regions,

@@ -55,8 +55,11 @@ def faults(
         help=f"Faults: {', '.join(FAULT_KINDS)} (default: all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Inject each fault at each Task state of both pipelines, let the janitor run, and check
-    the end state, its cause, leaks, archived data and the recorded outcome."""
+    """Inject each fault at each Task state of both pipelines and check how each run ends.
+
+    After each cell the janitor runs; then the end state, its cause, leaks, archived data and
+    the recorded outcome are checked. Exit code 1 if any cell is not as expected.
+    """
     try:
         selected = fault_matrix.cells(pipeline or list(PIPELINES), state, fault or FAULT_KINDS)
     except ValueError as error:

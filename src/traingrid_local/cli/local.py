@@ -56,8 +56,11 @@ def serve(
     fault: Annotated[list[str] | None, typer.Option(
         help="A fault every run meets (repeatable): " + ", ".join(FAULTS))] = None,
 ) -> None:
-    """Serve the TrainGrid API and its web console (/console) on 127.0.0.1 over the embedded
-    emulator, until Ctrl-C/SIGTERM."""
+    """Serve the API and the web console on 127.0.0.1 over the embedded emulator.
+
+    The emulator is deployed and seeded as the demo's is; the console is at `/console`. It runs
+    until Ctrl-C or SIGTERM.
+    """
     faults = frozenset(fault or ())
     problems = [p for p in (
         *(f"--fault {name!r} is not a fault; there are {', '.join(FAULTS)}"
@@ -108,8 +111,12 @@ def console(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8000,
     quiet: Annotated[bool, typer.Option(help="Do not log each request.")] = False,
 ) -> None:
-    """Serve the web console on 127.0.0.1 for a deployed stack: its API's answers (requests
-    signed with your AWS credentials), its state machines' graphs, links to the AWS console."""
+    """Serve the web console of a deployed stack on 127.0.0.1.
+
+    It shows the stack API's answers (requests signed with your AWS credentials), its state
+    machines' graphs and links to the AWS console. Open the URL it prints: it carries this
+    session's token.
+    """
     problems = [p for p in (
         None if region else "--region (or AWS_REGION) is needed",
         None if 0 <= port <= 65535 else f"--port {port} is not a TCP port (0-65535)",
@@ -171,9 +178,12 @@ def tick(
     endpoint: Annotated[str, typer.Option(
         envvar=ENDPOINT_ENV, help="The server `traingrid serve` runs.")] = DEFAULT_ENDPOINT,
 ) -> None:
-    """Fire the scheduled jobs in the emulator behind `traingrid serve` (EventBridge schedules
-    never fire there): scheduled retraining starts a fan-out for each campaign with new data;
-    the janitor releases what ended runs left behind."""
+    """Fire the scheduled jobs in the emulator behind `traingrid serve`.
+
+    EventBridge schedules never fire there. Scheduled retraining (`retrain`) starts a fan-out
+    for each campaign with new data; the janitor (`janitor`) releases what ended runs left
+    behind.
+    """
     try:
         answer = ApiClient(endpoint).call("POST", TICK_PATH, {"jobs": jobs or [], "at": at})
     except Unreachable as error:

@@ -1,14 +1,20 @@
-"""``traingrid``: TrainGrid from a terminal, on the embedded emulator or a deployed stack."""
+"""TrainGrid from a terminal: both pipelines on the embedded emulator, or a deployed stack's runs.
+
+Run `traingrid demo` to see both pipelines end to end on this machine, `traingrid serve` to use
+the API and the web console locally, and `traingrid COMMAND --help` for what each command takes.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.live import Live
 from rich.table import Table
+from typer.core import TyperGroup, TyperOption
 
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 from traingrid_local.cli import costs, doctor, faults, local, plan, runs
@@ -17,7 +23,31 @@ from traingrid_local.cli.terminal import stderr, stdout, step_of
 from traingrid_local.demo import runner as demo_runner
 from traingrid_local.emulator.fault_injection import FAULTS
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+
+def _hide_flag_types(params: Iterable[object]) -> None:
+    """A flag takes no value, so its help shows no type (Typer's would be ``<bool>``)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class _Commands(TyperGroup):
+    """The commands, whose help (theirs and the group's) shows no type beside a flag."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _hide_flag_types(command.get_params(ctx))  # with --help, made for this context
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _hide_flag_types(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+# Markdown: summaries wrap as paragraphs and `code` renders, in help and command lists alike.
+app = typer.Typer(help=__doc__, cls=_Commands, rich_markup_mode="markdown", no_args_is_help=True,
+                  add_completion=False)
 app.add_typer(local.commands)
 app.add_typer(runs.commands)
 app.add_typer(faults.commands)
@@ -163,7 +193,13 @@ def demo(
         help="Simulated length of the training job.")] = 6.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Run TrainGrid's main job on the embedded emulator and report what happened."""
+    """Run both pipelines end to end on the embedded emulator and report what happened.
+
+    It deploys the stack into an emulated account, starts a TrainingRun and a CampaignFanout
+    as users do (`--pipeline` picks one), follows them, lets the janitor run, and reports how
+    each run ended, what it cost and recorded, and any resource left behind. Exit code 0 when
+    every run ends as its scenario expects and nothing leaked.
+    """
     options = demo_runner.DemoOptions(
         pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
         fault_region=fault_region, speed=speed, training_hours=training_hours,

@@ -100,7 +100,7 @@ def plan(
     dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
     instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,
-    epochs: Annotated[int | None, typer.Option()] = None,
+    epochs: Annotated[int | None, typer.Option(help="Epochs to train.")] = None,
     images_per_s_per_gpu: Annotated[int | None, typer.Option(
         help="Images/s each GPU trains at (default: the instance type's catalog figure).")
     ] = None,
@@ -113,8 +113,12 @@ def plan(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """The plan a request would get: the job, the file system sized for its reads, an epoch's
-    time and the cost. Starts nothing."""
+    """Show the plan a TrainingRun request would get, starting nothing.
+
+    The plan gives the job, the file system sized for its reads, an epoch's time and the cost.
+    With `--dataset-bytes` it is made here, without AWS; otherwise the API plans it on what is
+    under the dataset prefix now.
+    """
     body = request_body(manifest, {
         "dataset": dataset, "nodes": nodes, "instance_type": instance_type, "epochs": epochs,
         "expected_images_per_s_per_gpu": images_per_s_per_gpu,

@@ -148,8 +148,8 @@ def submit(
     name: Annotated[str | None, typer.Option(help="Run name (derived when absent).")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
     instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,
-    epochs: Annotated[int | None, typer.Option()] = None,
-    batch_size: Annotated[int | None, typer.Option()] = None,
+    epochs: Annotated[int | None, typer.Option(help="Epochs to train.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Images per GPU in a step.")] = None,
     campaign: Annotated[str | None, typer.Option(
         help="Start this campaign's fan-out instead of a TrainingRun.")] = None,
     datasets: Annotated[str | None, typer.Option(
@@ -162,7 +162,12 @@ def submit(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """Submit a TrainingRun (or, with --campaign, a fan-out) from a file and/or flags."""
+    """Submit a TrainingRun, or with `--campaign` a fan-out, from a file and flags.
+
+    The flags given go over the file's fields. Exit code 0 when the run was submitted (and,
+    with `--wait`, succeeded), 1 when it failed, 2 for an invalid request (every problem listed),
+    3 when the API cannot be reached.
+    """
     client = connect("submit", endpoint, stack, region)
     if campaign is None:
         body = request_body(file, {"dataset": dataset, "name": name, "nodes": nodes,
@@ -204,7 +209,11 @@ def status(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """A run's timeline: each state (poll loops folded) with its start, duration and outcome."""
+    """Show a run's timeline: each state with its start, duration and outcome.
+
+    Poll loops are folded into one row (`--every-visit` unfolds them); the run's console link,
+    error and cause, artifacts and cost so far follow.
+    """
     client = connect("status", endpoint, stack, region)
     run = follow("status", client, name, timeout) if wait else call(
         "status", client, "GET", run_path("status", name))
@@ -235,7 +244,7 @@ def runs(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """Recent runs of both pipelines, newest first."""
+    """List recent runs of both pipelines, newest first."""
     client = connect("runs", endpoint, stack, region)
     page = call("runs", client, "GET", "/runs", query={
         "limit": limit, "pipeline": pipeline, "status": status, "next_token": next_token})
@@ -254,7 +263,7 @@ def logs(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """Why a run ended as it did, and the tail of its training log."""
+    """Show why a run ended as it did, and the tail of its training log."""
     client = connect("logs", endpoint, stack, region)
     found = call("logs", client, "GET", run_path("logs", name, "/logs"))
     if as_json:
@@ -282,7 +291,7 @@ def campaigns(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """Campaigns, their datasets by region, and their last run."""
+    """List the campaigns, their datasets by region and their last run."""
     if database_url is not None:
         from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 

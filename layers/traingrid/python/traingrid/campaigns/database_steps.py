@@ -1,5 +1,7 @@
 """The CampaignFanout steps that read and write the campaign database: register, plan,
-record, finish. Only the functions that run these load SQLAlchemy."""
+record, finish. Only the functions that run these load SQLAlchemy (and the fan-out request's
+pydantic model, the costing): the database layer is imported by each step when it runs, not
+at a cold start, as is what only one of the four handlers needs."""
 
 from __future__ import annotations
 
@@ -11,20 +13,9 @@ from botocore.exceptions import BotoCoreError
 from traingrid import clock
 from traingrid.aws import s3, sagemaker, stepfunctions
 from traingrid.aws.secrets import connection_url
-from traingrid.campaigns.fanout_request import FanoutRequest
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
-from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.sagemaker_job import data_input
-from traingrid.costs import receipt, region_usage
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import (
-    CampaignRepository,
-    DatasetRepository,
-    RecordNotFound,
-    RegionRepository,
-    RunRepository,
-)
-from traingrid.errors import RequestInvalid, TrainGridError
+from traingrid.errors import RecordNotFound, RequestInvalid, TrainGridError
 from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
@@ -57,6 +48,9 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
 
     The window comes from when the marker landed, so a retried event lands in the same one.
     """
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository, DatasetRepository
+
     try:
         marker = parse_marker(bucket, key, region)
     except RequestInvalid as invalid:
@@ -90,6 +84,9 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
     the fields of a FanoutRequest)."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository, RegionRepository, RunRepository
+
     campaign_id, options = _fanout_input(event)
     name = event["execution_name"]
     with transaction(connection_url(settings)) as session:
@@ -134,6 +131,8 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
 def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The campaign and the options of a fan-out's execution input, every problem at once:
     anyone allowed to start an execution can send any input."""
+    from traingrid.campaigns.fanout_request import FanoutRequest
+
     problems = []
     campaign = event.get("campaign")
     if not isinstance(campaign, str) or not CAMPAIGN_PATTERN.fullmatch(campaign):
@@ -170,6 +169,9 @@ def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
 
 def _plan(session: Any, campaign_id: str, options: dict[str, Any],
           spot: bool) -> list[RegionJobPlan]:
+    from traingrid.campaigns.placement import plan_campaign
+    from traingrid.db.repositories import DatasetRepository
+
     overrides: dict[str, Any] = {
         k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
     overrides["spot"] = spot
@@ -186,12 +188,18 @@ def _plan(session: Any, campaign_id: str, options: dict[str, Any],
 
 def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
     """Every campaign with its datasets by region and its last run."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository
+
     with transaction(connection_url(settings)) as session:
         return CampaignRepository(session).overview()
 
 
 def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
     """Write one region's outcome; the branch's small result for the execution's output."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import RunRepository
+
     job = event["job"]
     status, cause = job.get("status", RegionJobStatus.FAILED.value), job.get("reason")
     if "failure" in event:
@@ -224,6 +232,9 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOu
 
     After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
     """
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import RunRepository
+
     state = event["state"]
     results = (state.get("plan") or {}).get("jobs") or []
     failed = [r for r in results if r["status"] != RegionJobStatus.COMPLETED]
@@ -269,6 +280,10 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
     """The ended run's receipt, recorded with it: each region's SageMaker job (described in
     its region, outside the transaction) and its staging, priced from the campaign database.
     Orchestration is priced from the execution's history when the run is read."""
+    from traingrid.costs import receipt, region_usage
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import RunRepository
+
     with transaction(connection_url(settings)) as session:
         run = RunRepository(session).get(execution_arn)
         jobs: list[dict[str, Any]] = [] if run is None else [
@@ -291,6 +306,9 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
 def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:
     """A fan-out that failed before it planned still gets its run, FAILED with the cause, if
     its campaign exists (otherwise there is nothing to attach it to)."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository, RunRepository
+
     campaign_id, arn = event["state"].get("campaign"), event["execution_arn"]
     now = clock.now()
     with transaction(connection_url(settings)) as session:

@@ -20,13 +20,7 @@ from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.fanout_request import CAMPAIGN_ID_PATTERN, FanoutRequest
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import (
-    CampaignRepository,
-    DatasetRepository,
-    RecordNotFound,
-)
-from traingrid.errors import RequestInvalid
+from traingrid.errors import RecordNotFound, RequestInvalid
 from traingrid.naming import fanout_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.submit import Submission, derived_name
@@ -47,6 +41,9 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
                       idempotency_key: str | None = None) -> Submission:
     """A fan-out request for an existing campaign, validated (every problem at once) and
     named."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import CampaignRepository
+
     request = parse(FanoutRequest, body)
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
     exists = re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None
@@ -115,6 +112,10 @@ def retrain_on_schedule(event: Any, settings: RetrainSettings) -> dict[str, Any]
 def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]:
     """One fan-out per campaign with new data, named for the campaign and the window of
     ``scheduled_at`` (the scheduled event's time)."""
+    # The database layer is loaded when the schedule fires, not at a cold start.
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import DatasetRepository
+
     minutes = settings.retrain_window_minutes
     machine = settings.campaign_fanout_state_machine_arn
     with transaction(connection_url(settings)) as session:

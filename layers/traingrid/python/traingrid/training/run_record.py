@@ -1,5 +1,5 @@
 """The TrainingRun step that writes the run's outcome to the campaign database. Only the
-function that runs it loads SQLAlchemy."""
+function that runs it loads SQLAlchemy, and only when it runs (not at a cold start)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import TrainingRunRepository
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings
 from traingrid.training.outcome import as_dict, from_state
@@ -18,6 +16,9 @@ from traingrid.training.outcome import as_dict, from_state
 
 def record_run(event: dict[str, Any], settings: DatabaseSettings) -> dict[str, Any]:
     """Write the outcome ``event["status"]`` of the run whose state is ``event["state"]``."""
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import TrainingRunRepository
+
     now = clock.now()
     outcome = from_state(event["state"], event["status"], event["execution_arn"],
                          clock.parse(event.get("started_at")) or now, now)

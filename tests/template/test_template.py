@@ -19,10 +19,12 @@ from traingrid.api import resolver
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.campaigns.fanout_request import FanoutRequest
 from traingrid.settings import ApiSettings
+from traingrid.training.job_shape import Backend
 from traingrid.training.plan import DEFAULT_TRAIN_COMMAND, job_environment
 from traingrid.training.run_request import TrainingRunRequest
-from traingrid.vocabulary.campaign_fanout import RegionJobStatus, RunStatus
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
+from traingrid.vocabulary.statuses import RunStatus
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,
@@ -416,6 +418,7 @@ COMPARED_ENUMS = {
     "$.outcome.status": RunStatus,
     "$.file_system.lifecycle": FileSystemLifecycle,
     "$.export.lifecycle": TaskLifecycle,
+    "$.plan.job.backend": Backend,
 }
 
 

@@ -45,7 +45,7 @@ from moto.moto_api._internal.managed_state_model import ManagedState
 
 from traingrid.training.attempts import EXIT_PREFLIGHT
 from traingrid.vocabulary.catalog import ECS_AGENT_RESERVED_MIB
-from traingrid_local.emulator import capacity, events, fault_injection, workload
+from traingrid_local.emulator import batch_pods, capacity, events, fault_injection, workload
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
@@ -217,6 +217,8 @@ class SimulatedJob:
 
 
 def _job_environment(job_definition: JobDefinition, overrides: dict[str, Any]) -> dict[str, str]:
+    if batch_pods.is_eks(job_definition):  # the node's pod: batch_pods
+        return batch_pods.environment(job_definition, overrides)
     node_ranges = (job_definition.node_properties or {}).get("nodeRangeProperties", [])
     env = {e["name"]: e["value"] for r in node_ranges
            for e in r.get("container", {}).get("environment", [])}
@@ -229,6 +231,8 @@ def _job_environment(job_definition: JobDefinition, overrides: dict[str, Any]) -
 def _container_value(job_definition: JobDefinition, overrides: dict[str, Any],
                      name: str) -> Any:
     """A container property as the job runs it: the override's, else the definition's."""
+    if batch_pods.is_eks(job_definition):
+        return batch_pods.value(job_definition, overrides, name)
     for override in overrides.get("nodePropertyOverrides", []):
         if (found := override.get("containerOverrides", {}).get(name)) is not None:
             return found

@@ -87,6 +87,8 @@ def stand_in_environment(template: dict[str, Any] | None = None) -> dict[str, st
             return str(declared).lower() if isinstance(declared, bool) else str(declared)
         if isinstance(declared, dict) and "Ref" in declared:
             return str(parameters.get(declared["Ref"], {}).get("Default", "x"))
+        if isinstance(declared, dict) and "Fn::If" in declared:  # the defaults' branch
+            return value(declared["Fn::If"][2])
         return "x"
 
     found: dict[str, str] = {}

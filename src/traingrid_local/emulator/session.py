@@ -19,6 +19,7 @@ from traingrid.aws import clients
 from traingrid_local.emulator import (
     account,
     batch,
+    batch_pods,
     capacity,
     cloudformation,
     events,
@@ -59,7 +60,8 @@ MOTO_CONFIG = {
 }
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, capacity,
+               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, batch_pods,
+               capacity,
                sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
 

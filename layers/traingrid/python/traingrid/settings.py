@@ -91,6 +91,8 @@ class Settings(EnvSettings):
 
     # AllowRunCommands: whether a run may name its own command (on the API's command route).
     allow_run_commands: bool = env("ALLOW_RUN_COMMANDS", default=False)
+    # The Batch backend the stack trains on: ecs (default) or eks (EksClusterName is set).
+    training_backend: str = env("TRAINING_BACKEND", default="ecs")
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
 from traingrid.training.attempts import first_attempt
+from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, launcher_for, pod_shape
 from traingrid.training.sizing import (
     CAPACITY_HEADROOM,
     GIB,
@@ -130,7 +131,8 @@ def plan_reads(sizing: Sizing, dataset: DatasetSize) -> PlanReads:
     }
 
 
-def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dict[str, str]:
+def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int,
+                    backend: Backend = DEFAULT_BACKEND) -> dict[str, str]:
     """Values of the container environment the state machine passes to every node."""
     instance = INSTANCE_TYPES[request.instance_type]
     output_dir = f"{FSX_MOUNT_POINT}/{OUTPUTS_DIR}"
@@ -149,7 +151,8 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int) -> dic
         "LR_DECAY_MODE": request.lr_decay_mode,
         "EXTRA_MPI_PARAMS": request.extra_mpi_params,
         # mpirun from the main node, or torchrun on every node (elastic).
-        "TRAINGRID_LAUNCHER": request.launcher,
+        "TRAINGRID_LAUNCHER": launcher_for(backend, request.launcher,
+                                           "launcher" in request.model_fields_set),
         "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
         "TRAINGRID_RUN": run,
         # The node entrypoint sets libfabric and NCCL for EFA from these (0: TCP only).
@@ -179,6 +182,7 @@ def plan_run(
     execution_arn: str,
     dataset: DatasetSize,
     now: datetime,
+    backend: Backend = DEFAULT_BACKEND,
 ) -> RunPlan:
     instance = INSTANCE_TYPES[request.instance_type]
     mpi_gpus = request.nodes * instance.gpus
@@ -228,7 +232,7 @@ def plan_run(
             "resource_requirements": resource_requirements(instance),
             # Batch's own limit, a safety net should the state machine stop watching.
             "attempt_duration_s": limits["training_s"] + int(ATTEMPT_MARGIN.total_seconds()),
-            "environment": job_environment(request, run, mpi_gpus),
+            "environment": job_environment(request, run, mpi_gpus, backend),
             "command": list(request.command or DEFAULT_TRAIN_COMMAND),
             "requested_nodes": request.nodes,
             "min_nodes": min_nodes(request),
@@ -237,6 +241,9 @@ def plan_run(
             "trained": False,
             "resubmit": False,
             "decision": f"attempt 1 of {request.max_attempts} on {request.nodes} nodes",
+            # Which SubmitJob state the state machine takes (training.job_shape).
+            "backend": str(backend),
+            **({"pod": dict(pod_shape(instance))} if backend is Backend.EKS else {}),  # type: ignore[typeddict-item]
         },
         "archive": {
             "bucket": request.bucket,

@@ -9,6 +9,7 @@ from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
 from traingrid.observability import logger
+from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.run_request import (
     TrainingRunRequest,
@@ -50,6 +51,7 @@ def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
         execution_arn=event["execution_arn"],
         dataset=measure_dataset(request.bucket, request.prefix),
         now=clock.now(),
+        backend=backend_of(settings.training_backend),
     )
     reads = planned["reads"]
     for warning in reads["warnings"]:
@@ -60,12 +62,13 @@ def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
     return planned
 
 
-def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None) -> dict[str, Any]:
+def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None,
+            backend: Backend = DEFAULT_BACKEND) -> dict[str, Any]:
     """The plan ``request`` would get (``plan_view``), starting nothing: on ``dataset``'s
     size when given, else on what is under the dataset prefix now."""
     size = dataset or measure_dataset(request.bucket, request.prefix)
     planned = plan_run(request, run=request.name or DRY_RUN, execution_arn=DRY_RUN,
-                       dataset=size, now=clock.now())
+                       dataset=size, now=clock.now(), backend=backend)
     return plan_view(planned)
 
 
@@ -75,4 +78,4 @@ def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
     request = parse_request(body, commands=True, sent_as="POST /plans")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib)
-    return dry_run(request)
+    return dry_run(request, backend=backend_of(settings.training_backend))

@@ -20,6 +20,7 @@ from traingrid.errors import (
     HydrateTimedOut,
 )
 from traingrid.training.capacity import Shortage
+from traingrid.training.job_shape import last_attempt_container
 from traingrid.vocabulary.training_run import ExportState, FileSystemState, PollState
 
 
@@ -185,9 +186,9 @@ def shortage_diagnosis(job: JobState, description: dict[str, Any], plan_job: dic
 
 
 def main_container(description: dict[str, Any]) -> dict[str, Any]:
-    """The container of the job's last attempt (the main node's, for a multi-node job)."""
-    attempts = description.get("attempts") or []
-    return attempts[-1].get("container", {}) if attempts else {}
+    """The container of the job's last attempt (the main node's, for a multi-node job), on
+    either backend (``job_shape``)."""
+    return last_attempt_container(description)
 
 
 def failure_cause(description: dict[str, Any]) -> str:

@@ -69,6 +69,10 @@ class PlanJob(TypedDict):
     trained: bool  # an attempt ran on nodes: the file system holds outputs
     resubmit: bool  # the last decision: submit another attempt
     decision: str
+    # The Batch backend the stack trains on, ecs or eks (absent from older plans: ecs), and
+    # on eks the node's pod: instance_types, container resources (training.job_shape).
+    backend: NotRequired[str]
+    pod: NotRequired[dict[str, Any]]
 
 
 class PlanArchive(TypedDict):

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from pydantic import BaseModel
 
 from traingrid.errors import RequestInvalid
 from traingrid.validation import load_json, parse
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# pydantic comes with the model a route parses (``query``), not with this module.
+ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
 def json_body(body: str | None) -> Any:

@@ -1,13 +1,16 @@
 """``/runs``: submit a TrainingRun, list recent runs, read one run and its logs; ``/plans``:
-the plan a request would get, starting nothing."""
+the plan a request would get, starting nothing.
+
+The request models (pydantic) are imported by the routes that parse a request, when they run:
+reading a run, the API's most frequent request, does not load them at a cold start.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import Router
-from pydantic import BaseModel, ConfigDict, Field
 
 from traingrid import clock
 from traingrid.api.http import json_body, query, submitted
@@ -16,17 +19,6 @@ from traingrid.errors import CommandNotPermitted
 from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import start, training_submission
 from traingrid.settings import ApiSettings
-from traingrid.training.plan_step import plan_request
-from traingrid.training.run_request import COMMAND_PARAMETER, COMMAND_ROUTE
-
-
-class RunsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    limit: int = Field(default=20, ge=1, le=100)
-    next_token: str | None = Field(default=None, max_length=8192)
-    pipeline: Literal["training", "campaign"] | None = None
-    status: Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"] | None = None
 
 
 def router(settings: ApiSettings, submissions: Submissions) -> Router:
@@ -49,6 +41,8 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
     def submit_command_run() -> Response:
         """POST /runs that may name the command every node runs: its own route, so that
         execute-api:Invoke on it is a grant of its own, taken only where the stack allows."""
+        from traingrid.training.run_request import COMMAND_PARAMETER, COMMAND_ROUTE
+
         if not settings.allow_run_commands:
             raise CommandNotPermitted([{"pointer": "", "message": (
                 f"this stack runs only the image's trainer: a run's own command needs the "
@@ -69,10 +63,14 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
     def plan_run() -> dict[str, Any]:
         """A dry run: the plan a request would get (file system, epoch time, cost), starting
         nothing."""
+        from traingrid.training.plan_step import plan_request
+
         return plan_request(json_body(routes.current_event.body), settings)
 
     @routes.get("/runs")
     def list_runs() -> dict[str, Any]:
+        from traingrid.api.queries import RunsQuery
+
         wanted = query(RunsQuery, routes.current_event.query_string_parameters)
         return reader.recent(wanted.limit, wanted.next_token, wanted.pipeline, wanted.status)
 

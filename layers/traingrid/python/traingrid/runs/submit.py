@@ -20,7 +20,6 @@ from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.view import TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
-from traingrid.training.run_request import COMMAND_ROUTE, parse_request, require_runnable_here
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
 DEDUP_WINDOW_MINUTES = 5
@@ -51,6 +50,14 @@ def training_submission(body: Any, settings: ApiSettings, now: datetime,
                         command_route: bool = False) -> Submission:
     """A TrainingRun request, validated (every problem at once) and named. Only the command
     route (``command_route``) of a stack that takes commands may name one."""
+    # The request model (pydantic) is loaded by the first submission, not at the API's cold
+    # start: most of its requests read runs.
+    from traingrid.training.run_request import (
+        COMMAND_ROUTE,
+        parse_request,
+        require_runnable_here,
+    )
+
     request = parse_request(body, commands=command_route and settings.allow_run_commands,
                             sent_as=COMMAND_ROUTE if command_route else "POST /runs")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,

@@ -9,22 +9,12 @@ rest first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+if TYPE_CHECKING:
+    from traingrid.training.output_index import OutputIndex as OutputIndex
 
 OUTPUT_INDEX = "outputs.json"
-
-
-class OutputFile(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    path: str = Field(min_length=1)
-    size: int = Field(ge=0)
-
-
-class OutputIndex(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    files: list[OutputFile]
 
 
 def outputs_of(archive: Mapping[str, Any]) -> str:
@@ -40,6 +30,12 @@ def file_system_path(archive: Mapping[str, Any], key: str) -> str:
 
 def parse_index(document: Any) -> OutputIndex | None:
     """The index, or None when it is not one (then nothing can be verified against it)."""
+    # The model (pydantic) is loaded by the steps that read an index, not by every cold start
+    # of a function that imports this module for its paths.
+    from pydantic import ValidationError
+
+    from traingrid.training.output_index import OutputIndex
+
     try:
         return OutputIndex.model_validate(document)
     except ValidationError:

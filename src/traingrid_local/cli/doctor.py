@@ -42,7 +42,7 @@ def _print(report: Report) -> None:
         stdout.print(line, highlight=False, soft_wrap=True)
     blockers, warnings = len(report.blockers), len(report.warnings)
     if blockers:
-        before = "its next run" if report.stack else "deploying (README: First deploy)"
+        before = "its next run" if report.stack else "deploying (docs/deploy.md: First deploy)"
         stdout.print(f"{blockers} blocker(s), {warnings} warning(s): fix the blockers before "
                      f"{before}", highlight=False)
     else:

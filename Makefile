@@ -28,10 +28,10 @@ PARALLEL ?= --numprocesses=auto --dist=worksteal
 	audit bench-input bench-gpu
 
 help:
-	@echo "make demo            run a TrainingRun end to end on the embedded emulator"
+	@echo "make demo            run both pipelines end to end on the embedded emulator"
 	@echo "make test            lint, template and security checks, the whole test suite"
 	@echo "make lint            ruff"
-	@echo "make typecheck       mypy on the runtime package and the node entrypoint package"
+	@echo "make typecheck       mypy on the layer, the handlers, the local and the container packages"
 	@echo "make template-check  cfn-lint, sam validate --lint and sam build"
 	@echo "make security-check  checkov on both templates (findings fixed or skipped with a reason)"
 	@echo "make audit           pip-audit: known vulnerabilities in every pinned package"
@@ -119,10 +119,14 @@ e2e: install
 lint: install
 	$(BIN)/ruff check .
 
-# The node entrypoint ships alone in the image (standard library only): strict there.
-typecheck: install
+# The node entrypoint ships alone in the image (standard library only): strict there. The
+# trainer is checked against its own venv's packages (torch's types), by the dev venv's mypy.
+typecheck: install $(TRAINER_VENV)/.installed
 	$(BIN)/mypy layers/traingrid/python/traingrid
+	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done  # each is "app"
 	$(BIN)/mypy --strict containers/mnp/traingrid_node
+	$(BIN)/mypy src/traingrid_local
+	$(BIN)/mypy --python-executable $(TRAINER_VENV)/bin/python containers/mnp/traingrid_trainer
 
 template-check: install $(SAM_VENV)/.installed
 	$(BIN)/cfn-lint template.yaml regional/template.yaml

@@ -18,6 +18,7 @@ from traingrid.db.models import Campaign
 from traingrid.training.run_request import TrainingRunRequest
 from traingrid.vocabulary.catalog import INSTANCE_TYPES
 from traingrid_local.doctor.checks import BLOCKER, WARNING, Aws, AwsError, Finding, run_checks
+from traingrid_local.doctor.eks import eks_findings
 from traingrid_local.doctor.needs import (
     ConfigurationError,
     Needs,
@@ -159,7 +160,7 @@ def diagnose(options: Options) -> Report:
                          f"{error.message}): aws configure, or AWS_PROFILE") from None
     needs = read_needs(options, aws)
     return Report(options.region, options.stack, identity, needs.sources,
-                  run_checks(needs, aws))
+                  run_checks(needs, aws) + eks_findings(needs, aws))
 
 
 def to_json(report: Report) -> str:

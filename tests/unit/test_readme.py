@@ -4,6 +4,7 @@ every link between them resolves."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,18 @@ def test_the_map_names_every_top_level_package(root):
     named = set(map_paths())
     missing = [p for p in packages if f"{root}/{p}/" not in named]
     assert not missing, f"the README's map leaves out {root}/: {missing}"
+
+
+def test_the_map_names_every_top_level_folder():
+    try:
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout: which folders are the project's is unknown")
+    folders = {path.split("/")[0] for path in tracked if "/" in path}
+    paths = map_paths()
+    missing = sorted(f for f in folders if not any(p.startswith(f"{f}/") for p in paths))
+    assert not missing, f"the README's map leaves out {missing}"
 
 
 def slug(heading: str) -> str:

@@ -175,13 +175,12 @@ def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[
     """TrainingRuns on a fresh emulated deployment, one per entry of ``epochs`` (training takes
     ``seconds`` for 90 epochs); the report entry of each when all have ended."""
     from traingrid_local.demo.runner import DATASET_PREFIX, upload_sample_dataset, wait_for_runs
-    from traingrid_local.emulator import batch
     from traingrid_local.emulator.session import Emulator
     from traingrid_local.stack import report
     from traingrid_local.stack.environment import DEMO_BUCKET, deploy_traingrid
 
-    batch.TRAINING_SECONDS = seconds
-    with Emulator(speed=speed, fault_names=faults) as emulator:
+    with Emulator(speed=speed, fault_names=faults,
+                  training_seconds={"batch": seconds}) as emulator:
         deployment = deploy_traingrid(emulator, parameters=parameters)
         try:
             upload_sample_dataset(emulator)

@@ -130,15 +130,11 @@ def serving(tmp_path_factory: pytest.TempPathFactory, training_seconds: int,
             label: str, faults: frozenset[str] = frozenset()) -> Iterator[Served]:
     """`traingrid serve`: the seeded emulator (with ``faults``), the API on a free loopback
     port, jobs that train ``training_seconds``; closed (server, then emulator) on leaving."""
-    saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_seconds
     database = tmp_path_factory.mktemp(label) / "campaigns.sqlite"
-    try:
-        with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}",
-                    faults=faults) as api:
-            yield api
-    finally:
-        batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+    training = {"batch": training_seconds, "sagemaker": training_seconds}
+    with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}",
+                faults=faults, training_seconds=training) as api:
+        yield api
 
 
 @pytest.fixture(scope="module")

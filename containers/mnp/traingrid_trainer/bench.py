@@ -204,7 +204,8 @@ def training_rate(batches: data.Batches, device: torch.device, steps: int,
     """ResNet-50 training images/s on one GPU (mixed precision, channels-last)."""
     from traingrid_trainer.model import resnet50
 
-    model = resnet50().to(device, memory_format=torch.channels_last)
+    # Module.to takes memory_format (documented, and at run time); torch's overloads omit it.
+    model = resnet50().to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda")
     loss_of = torch.nn.CrossEntropyLoss()

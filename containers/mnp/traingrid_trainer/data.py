@@ -339,8 +339,9 @@ def decode_on_device(jpegs: list[torch.Tensor], boxes: torch.Tensor, image_size:
                     pixels = torch.from_numpy(numpy.array(image.convert("RGB")))
                 decoded.append(pixels.permute(2, 0, 1).to(device))
     return torch.stack([
-        crop_resize(image, Crop(*box[:4], flip=bool(box[4])), image_size)
-        for image, box in zip(decoded, boxes.tolist(), strict=True)])
+        crop_resize(image, Crop(left, top, right, bottom, flip=bool(flip)), image_size)
+        for image, (left, top, right, bottom, flip) in zip(decoded, boxes.tolist(),
+                                                          strict=True)])
 
 
 def device_batches(data_dir: Path, rank: int, world: int, batch_size: int, image_size: int,

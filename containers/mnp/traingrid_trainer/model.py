@@ -19,14 +19,15 @@ class Bottleneck(nn.Module):
     def __init__(self, in_channels: int, width: int, stride: int) -> None:
         super().__init__()
         out_channels = width * self.expansion
+        last_norm = nn.BatchNorm2d(out_channels)
         self.body = nn.Sequential(
             nn.Conv2d(in_channels, width, 1, bias=False), nn.BatchNorm2d(width),
             nn.ReLU(inplace=True),
             nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False),
             nn.BatchNorm2d(width), nn.ReLU(inplace=True),
-            nn.Conv2d(width, out_channels, 1, bias=False), nn.BatchNorm2d(out_channels),
+            nn.Conv2d(width, out_channels, 1, bias=False), last_norm,
         )
-        nn.init.zeros_(self.body[-1].weight)
+        nn.init.zeros_(last_norm.weight)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or in_channels != out_channels:
             self.shortcut = nn.Sequential(

@@ -20,7 +20,8 @@ from traingrid_trainer.schedule import TRUST_COEFFICIENT
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two groups: the weights of convolutions and linear layers (decayed, adapted by LARS),
     and every one-dimensional parameter, BatchNorm's and the biases (neither)."""
-    decayed, exempt = [], []
+    decayed: list[nn.Parameter] = []
+    exempt: list[nn.Parameter] = []
     for parameter in model.parameters():
         if parameter.requires_grad:
             (decayed if parameter.ndim > 1 else exempt).append(parameter)

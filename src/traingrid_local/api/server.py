@@ -370,10 +370,11 @@ class ApiServer:
         self.token = secrets.token_urlsafe(32) if token else None
         self._app = _Api(invoke, routes if routes is not None else api_routes(),
                          local_routes or {}, request_log, pages, self.token, declared_only)
+        # Threaded: werkzeug's ThreadedWSGIServer, whose request threads are daemons, so a
+        # request still being answered does not hold up the process's exit.
         self._server = make_server(LOCALHOST, port, self._app, threaded=True,
                                    request_handler=_QuietHandler)
         self._app.port = self._server.server_port
-        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="traingrid-api", daemon=True)
 

@@ -17,7 +17,6 @@ from traingrid_local.cli.runs import INVALID, UNREACHABLE, fail, one_line
 from traingrid_local.cli.terminal import stderr, stdout
 from traingrid_local.console.remote import remote
 from traingrid_local.demo.served import TICK_PATH, served
-from traingrid_local.emulator import batch, sagemaker
 from traingrid_local.emulator.fault_injection import FAULTS
 from traingrid_local.emulator.session import DEFAULT_SPEED
 from traingrid_local.stack.environment import DEMO_BUCKET
@@ -74,10 +73,11 @@ def serve(
         stderr.print(f"traingrid serve: {'; '.join(problems)}", markup=False,
                      soft_wrap=True, highlight=False)
         raise typer.Exit(2)
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_hours * 3600
+    seconds = training_hours * 3600
+    training = {"batch": seconds, "sagemaker": seconds}
     stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
     _until_stopped("serve", port, lambda log: served(port=port, speed=speed, request_log=log,
-                                                     faults=faults),
+                                                     faults=faults, training_seconds=training),
                    lambda api: _examples(api.url), "the server and the emulator", quiet)
 
 

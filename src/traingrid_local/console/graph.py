@@ -227,7 +227,7 @@ def _coordinates(nodes: dict[str, Node], rows: list[list[str]],
                 wanted.append(sum(found) / len(found) if found else nodes[name].x)
             _place_row([nodes[n] for n in row], wanted)
     left = min(n.x - n.width / 2 for n in nodes.values())
-    top = MARGIN
+    top: float = MARGIN
     for row in rows:
         height = max(nodes[n].height for n in row)
         for name in row:
@@ -305,7 +305,7 @@ def _draw(graph: Layout, out: list[str], by_state: dict[str, dict[str, Any]] | N
                    f'<text class="label" x="{node.width / 2:.1f}" y="{19 if node.inner else 21}">'
                    f'{name}</text><text class="visits" x="{node.width - 6:.1f}" y="-4">{visits}'
                    "</text>")
-        x = FRAME_PAD
+        x: float = FRAME_PAD
         for inner in node.inner:
             out.append(f'<g transform="translate({x:.1f},{FRAME_HEADER})">')
             _draw(inner, out, by_state)

@@ -36,7 +36,7 @@ from traingrid.db.engine import transaction
 from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.vocabulary.campaign_fanout import FINAL_JOB_STATUSES, RegionJobStatus
 from traingrid_local.demo.runner import settle, upload_sample_dataset
-from traingrid_local.emulator import batch, fsx, sagemaker
+from traingrid_local.emulator import fsx
 from traingrid_local.emulator.fault_injection import STATE_FAULTS, StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.stack import report, sample_campaign
@@ -349,27 +349,23 @@ def run(selected: list[Cell], speed: float = SPEED, database_dir: Path | None = 
         after: Callable[[Emulator, Deployment], None] | None = None) -> list[CellResult]:
     """Run the cells, one emulator and deployment per pipeline (``after`` sees each before it
     closes)."""
-    saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = TRAINING_SECONDS
     results = []
-    try:
-        for pipeline in dict.fromkeys(c.pipeline for c in selected):
-            with Emulator(speed=speed) as emulator:
-                url = (f"sqlite:///{database_dir / f'faults-{pipeline}.db'}"
-                       if database_dir else None)
-                deployment = deploy_traingrid(emulator, database_url=url)
-                try:
-                    _prepare(emulator, deployment, pipeline)
-                    for cell in (c for c in selected if c.pipeline == pipeline):
-                        results.append(run_cell(emulator, deployment, cell))
-                        if progress is not None:
-                            progress(results[-1])
-                    if after is not None:
-                        after(emulator, deployment)
-                finally:
-                    deployment.close()
-    finally:
-        batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+    training = {"batch": TRAINING_SECONDS, "sagemaker": TRAINING_SECONDS}
+    for pipeline in dict.fromkeys(c.pipeline for c in selected):
+        with Emulator(speed=speed, training_seconds=training) as emulator:
+            url = (f"sqlite:///{database_dir / f'faults-{pipeline}.db'}"
+                   if database_dir else None)
+            deployment = deploy_traingrid(emulator, database_url=url)
+            try:
+                _prepare(emulator, deployment, pipeline)
+                for cell in (c for c in selected if c.pipeline == pipeline):
+                    results.append(run_cell(emulator, deployment, cell))
+                    if progress is not None:
+                        progress(results[-1])
+                if after is not None:
+                    after(emulator, deployment)
+            finally:
+                deployment.close()
     return results
 
 

@@ -26,7 +26,6 @@ from traingrid.validation import parse
 from traingrid_local.console.app import STATIC
 from traingrid_local.console.graph import svg
 from traingrid_local.demo.served import Served, served
-from traingrid_local.emulator import batch, sagemaker
 from traingrid_local.stack.environment import state_machines
 
 TRIGGER = {"source": "notebook"}
@@ -55,13 +54,10 @@ class LocalStack:
 def local_stack(training_hours: float = 6.0, speed: float = 4000.0) -> Iterator[LocalStack]:
     """The emulator for the block; jobs train ``training_hours`` simulated hours, at ``speed``
     simulated seconds per second."""
-    saved = batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS
-    batch.TRAINING_SECONDS = sagemaker.TRAINING_SECONDS = training_hours * 3600
-    try:
-        with served(port=0, speed=speed) as found:
-            yield LocalStack(found)
-    finally:
-        batch.TRAINING_SECONDS, sagemaker.TRAINING_SECONDS = saved
+    seconds = training_hours * 3600
+    with served(port=0, speed=speed,
+                training_seconds={"batch": seconds, "sagemaker": seconds}) as found:
+        yield LocalStack(found)
 
 
 def open_local_stack(**options: Any) -> tuple[LocalStack, ExitStack]:

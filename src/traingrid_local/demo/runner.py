@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from traingrid.db.engine import dispose
-from traingrid_local.emulator import batch as emulated_batch
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
@@ -260,11 +259,10 @@ def demo_database_url() -> str:
 def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any]:
     options.validate()
     scenario, pipelines = SCENARIOS[options.scenario], options.pipelines()
-    emulated_batch.TRAINING_SECONDS = options.training_hours * 3600
     started = time.monotonic()
     with Emulator(speed=options.speed, fault_names=scenario.faults,
-                  fault_region=options.fault_region,
-                  state_faults=scenario.state_faults) as emulator:
+                  fault_region=options.fault_region, state_faults=scenario.state_faults,
+                  training_seconds={"batch": options.training_hours * 3600}) as emulator:
         deployment = deploy_traingrid(
             emulator, database_url=options.database_url or demo_database_url())
         try:

@@ -12,7 +12,7 @@ console under ``/console`` (:mod:`traingrid_local.console`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -80,10 +80,13 @@ def console(emulator: Emulator, deployment: Deployment) -> Console:
 @contextmanager
 def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | None = None,
            request_log: RequestLog | None = None,
-           faults: frozenset[str] = frozenset()) -> Iterator[Served]:
-    """The deployed, seeded emulator (with the named ``faults``, as the demo's scenarios) and
-    the API server over it, until the block ends."""
-    with Emulator(speed=speed, fault_names=faults) as emulator:
+           faults: frozenset[str] = frozenset(),
+           training_seconds: Mapping[str, float] | None = None) -> Iterator[Served]:
+    """The deployed, seeded emulator (with the named ``faults``, as the demo's scenarios; its
+    jobs training ``training_seconds``, as :class:`Emulator` takes them) and the API server
+    over it, until the block ends."""
+    with Emulator(speed=speed, fault_names=faults,
+                  training_seconds=training_seconds) as emulator:
         deployment = deploy_traingrid(emulator, database_url=database_url)
         try:
             seed(emulator, deployment)

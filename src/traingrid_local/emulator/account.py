@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,7 +253,7 @@ def _denying(previous: Any) -> Any:
 def apply() -> None:
     # moto's serializer notes that Lambda's model declares no AccessDeniedException; AWS's
     # Lambda answers it all the same.
-    warnings.filterwarnings("ignore", message=r"Exception\(Denied\) with code")
+    PATCHES.ignore_warnings(r"Exception\(Denied\) with code")
     PATCHES.wrap(ServiceQuotasBackend, "get_service_quota", _get_service_quota)
     PATCHES.wrap(ServiceQuotasBackend, "list_aws_default_service_quotas", _list_defaults)
     # moto routes X-Amz-Target operations to same-named response methods.

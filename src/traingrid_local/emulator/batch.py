@@ -32,6 +32,7 @@ p3dn.24xlarge entry, so compute environments that allow them can be created.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,18 +42,18 @@ from moto.batch.models import BatchBackend, Job, JobDefinition
 from moto.batch.responses import BatchResponse
 from moto.batch_simple.models import BatchSimpleBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPES
-from moto.moto_api._internal.managed_state_model import ManagedState
 
 from traingrid.training.attempts import EXIT_PREFLIGHT
 from traingrid.vocabulary.catalog import ECS_AGENT_RESERVED_MIB
 from traingrid_local.emulator import batch_pods, capacity, events, fault_injection, workload
 from traingrid_local.emulator.alarms import ALARMS
+from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
 # Simulated seconds in each state before RUNNING; RUNNING lasts TRAINING_SECONDS.
 QUEUE_TIMELINE = (("SUBMITTED", 5), ("PENDING", 10), ("RUNNABLE", 120), ("STARTING", 180))
-TRAINING_SECONDS = 6 * 3600  # of a run of REFERENCE_EPOCHS; runs train for their epochs
+TRAINING_SECONDS: float = 6 * 3600  # of a run of REFERENCE_EPOCHS; runs train for their epochs
 REFERENCE_EPOCHS = 90
 ORDER = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
 FAILING_AFTER_SECONDS = 20 * 60
@@ -216,6 +217,10 @@ class SimulatedJob:
         return out
 
 
+# A job's simulated life, on the job (``job.simulated``); none on a job moto made on its own.
+SIMULATED: Attached[SimulatedJob] = Attached("simulated")
+
+
 def _job_environment(job_definition: JobDefinition, overrides: dict[str, Any]) -> dict[str, str]:
     if batch_pods.is_eks(job_definition):  # the node's pod: batch_pods
         return batch_pods.environment(job_definition, overrides)
@@ -270,12 +275,13 @@ def fits_a_node(instance_type: str | None, requirements: list[dict[str, str]] | 
 
 # --- state-change events ------------------------------------------------------------------
 
+# Events the lost-events fault has dropped: a fresh count each session (undone on close).
 DROPPED_EVENTS = {"count": 0}
 
 
 def announce(job: Job) -> None:
     """Send one state-change event for each status the job reached since the last event."""
-    simulated: SimulatedJob = job.__dict__["simulated"]
+    simulated = SIMULATED.of(job)
     job.status  # noqa: B018 - brings the job up to date
     with simulated.lock:
         path = simulated.path()
@@ -295,7 +301,7 @@ def announce(job: Job) -> None:
 
 
 def _announce_changes(job: Job) -> None:
-    for _, moment in job.__dict__["simulated"].schedule():
+    for _, moment in SIMULATED.of(job).schedule():
         ALARMS.at(moment, lambda: announce(job))
 
 
@@ -320,7 +326,10 @@ def _register_without_finishing(self: BatchSimpleBackend, include_start_attempt:
 def _submitjob(previous: Any) -> Any:
     def submitjob(self: BatchResponse) -> str:
         result = previous(self)
-        job = self.batch_backend.get_job_by_id(json.loads(result)["jobId"])
+        job_id = json.loads(result)["jobId"]
+        job = self.batch_backend.get_job_by_id(job_id)
+        if job is None:  # moto registers the job it has just submitted
+            raise LookupError(f"moto did not register the job it submitted, {job_id}")
         overrides = self._get_param("nodeOverrides") or {}
         environment = _job_environment(job.job_definition, overrides)
         node_properties = job.job_definition.node_properties or {}
@@ -335,7 +344,7 @@ def _submitjob(previous: Any) -> Any:
                       and num_nodes * instance_vcpus(instance_type) > VCPU_LIMIT)
         no_capacity = (faults.on("stuck-runnable") or over_quota
                        or (faults.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
-        job.simulated = SimulatedJob(
+        simulated = SIMULATED.set(job, SimulatedJob(
             submitted_at=CLOCK.now(),
             environment=environment,
             num_nodes=num_nodes,
@@ -350,9 +359,9 @@ def _submitjob(previous: Any) -> Any:
             slow_node=(faults.on("slow-node") and faults.first_time(
                 "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
             training_seconds=training_seconds(environment),
-        )
+        ))
         if no_capacity:  # EC2 says so to the compute environment's group, as on AWS
-            capacity.no_capacity(job, job.simulated.runnable_at(), instance_type, num_nodes,
+            capacity.no_capacity(job, simulated.runnable_at(), instance_type, num_nodes,
                                  vcpu_limit=VCPU_LIMIT if over_quota else None)
         _announce_changes(job)
         return result
@@ -372,23 +381,30 @@ def _terminate_job(previous: Any) -> Any:
     def terminate_job(self: BatchBackend, job_id: str, reason: str) -> None:
         previous(self, job_id, reason)
         job = self._jobs.get(job_id)
-        if job is not None and "simulated" in job.__dict__:
+        if job is not None and SIMULATED.on(job):
             ALARMS.at(CLOCK.now(), lambda: announce(job))
 
     return terminate_job
 
 
 # While a session closes, moto's reset reads every job's status: a job must not advance then
-# (finishing would write its outputs to services already reset).
-FROZEN = {"on": False}
+# (finishing would write its outputs to services already reset). Set by freeze(), through the
+# patches, so the session's close puts it back.
+FROZEN = False
+
+
+def freeze() -> None:
+    """Jobs stop advancing until the emulator's patches are undone (as the session closes)."""
+    PATCHES.replace(sys.modules[__name__], "FROZEN", True)
 
 
 def _status(self: Job) -> str | None:
-    simulated = self.__dict__.get("simulated")
+    simulated = SIMULATED.get(self)
     if simulated is None:
-        return ManagedState.status.fget(self)
-    if FROZEN["on"]:
-        return self.__dict__.get("_status")
+        return super(Job, self).status  # ManagedState's, below the property we put on Job
+    if FROZEN:
+        found: str | None = self.__dict__.get("_status")
+        return found
     return simulated.advance(self)
 
 
@@ -399,7 +415,7 @@ def _set_status(self: Job, value: str) -> None:
 def _describe(previous: Any) -> Any:
     def describe(self: Job) -> dict[str, Any]:
         base = previous(self)
-        simulated = self.__dict__.get("simulated")
+        simulated = SIMULATED.get(self)
         return base if simulated is None else simulated.describe(self, base)
 
     return describe
@@ -427,7 +443,7 @@ def _describe_jobs(previous: Any) -> Any:
         for node in (j for j in wanted if "#" in j):
             parent_id, _, index = node.partition("#")
             job = self._jobs.get(parent_id)
-            if job is not None and index.isdigit() and "simulated" in job.__dict__:
+            if job is not None and index.isdigit() and SIMULATED.on(job):
                 parent = job.describe()
                 if int(index) < parent["nodeProperties"]["numNodes"]:
                     found.append(node_description(parent, int(index)))
@@ -470,6 +486,7 @@ def _add_p3_instance_types() -> None:
 
 def apply() -> None:
     _add_p3_instance_types()
+    PATCHES.replace(sys.modules[__name__], "DROPPED_EVENTS", {"count": 0})
     PATCHES.replace(BatchSimpleBackend, "_mark_job_as_finished", _register_without_finishing)
     PATCHES.wrap(BatchResponse, "submitjob", _submitjob)
     PATCHES.replace(Job, "status", property(_status, _set_status))

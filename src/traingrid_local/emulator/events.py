@@ -25,6 +25,7 @@ from typing import Any
 
 from moto.awslambda.utils import get_backend as lambda_backend
 from moto.events.models import Rule, events_backends
+from moto.events.utils import EventMessageType
 from moto.stepfunctions.responses import get_backend as stepfunctions_backend
 from moto.utilities.arns import parse_arn
 
@@ -34,10 +35,10 @@ from traingrid_local.emulator.patching import PATCHES
 log = logging.getLogger(__name__)
 
 
-def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
+def as_aws_sends_it(event: EventMessageType) -> EventMessageType:
     original, event = event, copy.deepcopy(event)
-    if isinstance(event.get("time"), int | float):
-        moment = CLOCK.simulated_at(event["time"])
+    if isinstance(sent := event.get("time"), int | float):
+        moment = CLOCK.simulated_at(sent)
         event["time"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         # One id per event, the same at every rule it reaches.
         identity = json.dumps(original, sort_keys=True, default=str)
@@ -48,7 +49,7 @@ def as_aws_sends_it(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-def _payload(target: dict[str, Any], event: dict[str, Any]) -> Any:
+def _payload(target: dict[str, Any], event: EventMessageType) -> Any:
     if "Input" in target:
         return json.loads(target["Input"])
     if "InputPath" in target:
@@ -64,7 +65,7 @@ def _is_bus(target: dict[str, Any]) -> bool:
     return arn.service == "events" and arn.resource_type == "event-bus"
 
 
-def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
+def deliver(target: dict[str, Any], event: EventMessageType) -> None:
     arn = parse_arn(target["Arn"])
     if _is_bus(target):
         bus = events_backends[arn.account][arn.region].event_buses.get(arn.resource_id)
@@ -83,7 +84,7 @@ def deliver(target: dict[str, Any], event: dict[str, Any]) -> None:
 
 
 def _send_to_targets(previous: Callable[..., None]) -> Callable[..., None]:
-    def send_to_targets(self: Rule, original_event: dict[str, Any],
+    def send_to_targets(self: Rule, original_event: EventMessageType,
                         transform_input: bool = True) -> None:
         if self.scheduled_expression and not self.event_pattern.dump():
             return  # a schedule rule: only its schedule sends it events
@@ -112,7 +113,7 @@ def emit(account: str, region: str, source: str, detail_type: str, detail: dict[
          resources: list[str]) -> int:
     """Publish a service's own event (e.g. ``aws.batch``) on the account's default bus, the way
     AWS services do (PutEvents refuses ``aws.*`` sources); returns how many rules matched."""
-    event = {
+    event: EventMessageType = {
         "version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type,
         "source": source, "account": account,
         "time": CLOCK.now().strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,

@@ -9,6 +9,7 @@ State faults act at one Task state of a state machine, whatever it calls
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -118,10 +119,14 @@ class FaultPlan:
             return sum(min(n, self.throttle_first_calls) for n in self._calls.values())
 
 
-# The emulator's current plan; replaced for each emulator session.
+# The emulator's current plan: none but in an emulator session.
 CURRENT = FaultPlan()
 
 
 def set_plan(plan: FaultPlan) -> None:
-    global CURRENT
-    CURRENT = plan
+    """The session's plan from now on (through the patches: the session's close puts back the
+    empty one)."""
+    # Here, not at the top: the CLI reads FAULTS from this module without importing moto.
+    from traingrid_local.emulator.patching import PATCHES
+
+    PATCHES.replace(sys.modules[__name__], "CURRENT", plan)

@@ -35,6 +35,7 @@ from moto.fsx.responses import FSxResponse
 from moto.s3.models import s3_backends
 
 from traingrid_local.emulator import fault_injection
+from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
@@ -50,17 +51,24 @@ def _age(since: datetime) -> float:
 
 # --- File systems ----------------------------------------------------------------------------
 
+# On each file system: when it was created (simulated), its files (path → bytes), whether it
+# fails to hydrate (fsx-create-failed); ``fs.files`` and the others as attributes.
+CREATED_AT: Attached[datetime] = Attached("created_at")
+FILES: Attached[dict[str, bytes]] = Attached("files")
+FAILS_HYDRATING: Attached[bool] = Attached("fails_hydrating")
+
 
 
 def _init(previous: Any) -> Any:
     def init(self: FileSystem, *args: Any, **kwargs: Any) -> None:
         previous(self, *args, **kwargs)
-        self.created_at = CLOCK.now()
-        self.files = {}
-        self.fails_hydrating = fault_injection.CURRENT.on("fsx-create-failed")
+        CREATED_AT.set(self, CLOCK.now())
+        FILES.set(self, {})
+        FAILS_HYDRATING.set(self, fault_injection.CURRENT.on("fsx-create-failed"))
         lustre = self.lustre_configuration
         if lustre is not None:
-            repository = {k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
+            repository: dict[str, Any] = {
+                k: lustre.pop(k) for k in ("ImportPath", "ExportPath") if k in lustre}
             if repository:
                 repository["Lifecycle"] = "AVAILABLE"
                 lustre["DataRepositoryConfiguration"] = repository
@@ -73,16 +81,16 @@ def _init(previous: Any) -> Any:
 
 
 def lifecycle(fs: FileSystem) -> str:
-    if _age(fs.created_at) < HYDRATE_SECONDS:
+    if _age(CREATED_AT.of(fs)) < HYDRATE_SECONDS:
         return "CREATING"
-    return "FAILED" if fs.fails_hydrating else "AVAILABLE"
+    return "FAILED" if FAILS_HYDRATING.of(fs) else "AVAILABLE"
 
 
 def _to_dict(previous: Any) -> Any:
     def to_dict(self: FileSystem) -> dict[str, Any]:
         out = previous(self)
         out["Lifecycle"] = lifecycle(self)
-        out["CreationTime"] = self.created_at.timestamp()
+        out["CreationTime"] = CREATED_AT.of(self).timestamp()
         out["OwnerId"] = self.backend.account_id
         if out["Lifecycle"] == "FAILED":
             out["FailureDetails"] = {
@@ -182,7 +190,7 @@ class ExportTask:
 
     def _selected(self) -> dict[str, bytes]:
         fs = self.backend.file_systems.get(self.fs_id)
-        files = fs.files if fs is not None else {}
+        files = FILES.of(fs) if fs is not None else {}
         return {
             path: data for path, data in sorted(files.items())
             if any(p == "" or path == p or path.startswith(p + "/") for p in self.paths)
@@ -273,8 +281,8 @@ def create_data_repository_task(self: FSxBackend, file_system_id: str, task_type
 
 def _response_create_task(self: FSxResponse) -> str:
     params = json.loads(self.body)
-    task = self.fsx_backend.create_data_repository_task(
-        params["FileSystemId"], params["Type"], params.get("Paths", []),
+    task = create_data_repository_task(
+        self.fsx_backend, params["FileSystemId"], params["Type"], params.get("Paths", []),
         params.get("ClientRequestToken"),
     )
     return json.dumps({"DataRepositoryTask": task.to_dict()})
@@ -313,7 +321,7 @@ def _delete_file_system(previous: Any) -> Any:
         result = previous(self, file_system_id, *args, **kwargs)
         if fs is not None:
             self.__dict__.setdefault("deleted", {})[file_system_id] = {
-                "tags": tags, "files": dict(fs.files), "deleted_at": CLOCK.now()}
+                "tags": tags, "files": dict(FILES.of(fs)), "deleted_at": CLOCK.now()}
         return result
 
     return delete_file_system

@@ -237,6 +237,14 @@ class FunctionOutput:
         return getattr(self.stream, name)
 
 
+def _route_stdout() -> None:
+    """``sys.stdout`` becomes a :class:`FunctionOutput` over the stream there now (again, if
+    someone has replaced it since), through the patches: the session's close puts the stream
+    back, unless it has been replaced again meanwhile (then that is its owner's to undo)."""
+    if not isinstance(sys.stdout, FunctionOutput):
+        PATCHES.swap(sys, "stdout", FunctionOutput(sys.stdout))
+
+
 @contextlib.contextmanager
 def _captured_logs(buffer: io.StringIO) -> Iterator[None]:
     """What a function writes (stdout, Powertools' log handler) goes to ``buffer``, as Lambda
@@ -246,8 +254,7 @@ def _captured_logs(buffer: io.StringIO) -> Iterator[None]:
     saved = [h.stream for h in handlers]
     for handler in handlers:
         handler.stream = buffer
-    if not isinstance(sys.stdout, FunctionOutput):
-        sys.stdout = FunctionOutput(sys.stdout)
+    _route_stdout()
     previous, _OUTPUT.buffer = getattr(_OUTPUT, "buffer", None), buffer
     try:
         yield
@@ -323,6 +330,8 @@ RUNTIME_ERRORS = {HandlerNotFound: "Runtime.HandlerNotFound",
 
 def _handler(fn: LambdaFunction) -> Any:
     """The Handler's function; its module is imported once per code version (a cold start)."""
+    if not fn.handler:
+        raise HandlerNotFound(f"{fn.function_name} has no Handler configured")
     module_name, _, attribute = fn.handler.rpartition(".")
     key = (fn.function_arn, fn.code_sha_256)
     if key not in _MODULES:
@@ -353,10 +362,17 @@ def _error_payload(error: Exception) -> bytes:
 def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[bytes, bool]:
     """Invoke ``fn`` with ``event``; returns (payload, failed)."""
     with _LOCK:  # Map branches invoke concurrently; extraction and environment are shared
-        layer_dirs = [str(_extract(backend.layers_versions_by_arn(layer["Arn"]).code_bytes)
-                          / "python") for layer in fn.layers]
+        layer_dirs = [str(_extract(_layer_code(backend, layer["Arn"])) / "python")
+                      for layer in fn.layers]
         paths = [str(_extract(fn.code_bytes)), *layer_dirs]
         return _run_locked(fn, paths, event)
+
+
+def _layer_code(backend: LambdaSimpleBackend, arn: str) -> bytes:
+    layer = backend.layers_versions_by_arn(arn)
+    if layer is None:
+        raise LookupError(f"the function's layer {arn} does not exist")
+    return layer.code_bytes
 
 
 def _run_locked(fn: LambdaFunction, paths: list[str], event: Any) -> tuple[bytes, bool]:
@@ -390,4 +406,5 @@ def _invoke(self: LambdaSimpleBackend, function_name: str, qualifier: str | None
 def apply() -> None:
     # A view over the same process environment: nothing is cleared or copied.
     PATCHES.replace(os, "environ", FunctionEnvironment(os.environ))
+    _route_stdout()
     PATCHES.replace(LambdaSimpleBackend, "invoke", _invoke)

@@ -1,13 +1,15 @@
-"""The one way the emulator changes moto (and the few standard-library hooks it needs).
+"""The one way the emulator changes moto, and anything else beyond its own objects.
 
-Every adaptation goes through ``PATCHES``, which
+Every adaptation goes through ``PATCHES``, and so does every process-wide change a session
+makes (the environment, ``traingrid.clock.now``, ``sys.stdout``, log levels, warnings filters,
+the emulator's training times and flags). ``PATCHES``
 
 - refuses to start on another moto than the one the adaptations were written for, and says so;
 - fails at once, naming it, when a target an adaptation replaces is missing (or one it adds
   already exists): moto changed under it;
 - records the original of everything it changes and puts every original back, newest first,
   when the emulator closes, so a process may open and close emulators one after another and
-  moto is left as it was.
+  moto, and the process, are left as they were.
 
 A replacement gets what it replaces through its factory: ``PATCHES.wrap(Cls, "name",
 lambda previous: new)``. ``previous`` is the attribute as stored (a function, or a
@@ -18,6 +20,8 @@ one below it.
 from __future__ import annotations
 
 import inspect
+import logging
+import warnings
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +46,7 @@ class Change:
 
 
 def _name(owner: Any) -> str:
-    return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", repr(owner))
+    return str(getattr(owner, "__qualname__", None) or getattr(owner, "__name__", repr(owner)))
 
 
 class Patches:
@@ -85,6 +89,22 @@ class Patches:
         """Replace ``owner.name`` by ``new``, which does not need what it replaces."""
         return self.wrap(owner, name, lambda _previous: new)
 
+    def swap(self, owner: Any, name: str, new: Any) -> Any:
+        """Replace a process-wide value that others replace too (``sys.stdout``) by ``new``.
+        Undo puts back what it replaced only while ``owner.name`` still holds ``new``: a
+        replacement made meanwhile stays, for its owner to undo."""
+        previous = owner.__dict__.get(name, _ABSENT)
+        if previous is _ABSENT:
+            raise self._fail(owner, name, "is missing")
+        setattr(owner, name, new)
+
+        def undo() -> None:
+            if owner.__dict__.get(name) is new:
+                setattr(owner, name, previous)
+
+        self._changes.append(Change(owner, name, f"{_name(owner)}.{name}", undo))
+        return new
+
     def add(self, owner: Any, name: str, value: Any) -> None:
         """Give ``owner`` an attribute moto does not have (yet: if it has, we must look)."""
         if hasattr(owner, name):
@@ -106,6 +126,30 @@ class Patches:
                     mapping[key] = value
 
         self._changes.append(Change(mapping, tuple(items), what, undo))
+
+    def log_level(self, logger_name: str, level: int) -> None:
+        """Set a logger's level; undo puts back the level it had."""
+        logger = logging.getLogger(logger_name)
+        previous = logger.level
+        logger.setLevel(level)
+        self._changes.append(Change(logger, "level", f"the level of logger {logger_name}",
+                                    lambda: logger.setLevel(previous)))
+
+    def ignore_warnings(self, message: str) -> None:
+        """Ignore the warnings whose message matches ``message`` (a regular expression); undo
+        takes the filter out again (from the filters in force then: pytest gives each test a
+        copy), unless it was there before."""
+        before = list(warnings.filters)
+        warnings.filterwarnings("ignore", message=message)
+        added = warnings.filters[0]
+
+        def undo() -> None:
+            current = list(warnings.filters)
+            if added not in before and added in current:
+                current.remove(added)
+                warnings.filters = current  # a new list, as catch_warnings sets one
+
+        self._changes.append(Change(warnings, "filters", f"warnings filter {message!r}", undo))
 
     def undo_all(self) -> None:
         while self._changes:

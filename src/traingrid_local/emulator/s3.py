@@ -21,6 +21,7 @@ from moto.s3.exceptions import S3ClientError
 from moto.s3.models import S3_UPLOAD_PART_MIN_SIZE, FakeKey, S3Backend, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
+from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.patching import PATCHES
 
 COPY_SOURCE_LIMIT = 5 * 1024**3
@@ -34,13 +35,20 @@ class CopySourceTooLarge(S3ClientError):
                          f"maximum allowable size for a copy source: {COPY_SOURCE_LIMIT}")
 
 
+# The size an object counts as, on the object; none on an object sized by its content.
+DECLARED_SIZE: Attached[int] = Attached("declared_size")
+
+
 def declare_size(account_id: str, bucket: str, key: str, size: int) -> None:
     """Make an existing object count as ``size`` bytes (its content stays as it is)."""
-    s3_backends[account_id]["aws"].get_object(bucket, key).declared_size = size
+    found = s3_backends[account_id]["aws"].get_object(bucket, key)
+    if found is None:
+        raise KeyError(f"s3://{bucket}/{key} does not exist: only an object's size is declared")
+    DECLARED_SIZE.set(found, size)
 
 
 def _declared(key: Any) -> int | None:
-    return key.__dict__.get("declared_size")
+    return DECLARED_SIZE.get(key)
 
 
 def _size(self: FakeKey) -> int:
@@ -55,7 +63,7 @@ def _copy_object(previous: Any) -> Any:
             raise CopySourceTooLarge()
         previous(self, src_key, dest_bucket_name, dest_key_name, *args, **kwargs)
         if (declared := _declared(src_key)) is not None:
-            self.get_bucket(dest_bucket_name).keys[dest_key_name].declared_size = declared
+            DECLARED_SIZE.set(self.get_bucket(dest_bucket_name).keys[dest_key_name], declared)
 
     return copy_object
 
@@ -71,7 +79,7 @@ def _upload_part_copy(previous: Any) -> Any:
                             src_key_name, src_version_id, start_byte, end_byte)
         multipart = self.get_bucket(dest_bucket_name).multiparts[multipart_id]
         part = multipart.set_part(part_id, bytes(S3_UPLOAD_PART_MIN_SIZE))
-        part.declared_size = declared if start_byte is None else end_byte - start_byte + 1
+        DECLARED_SIZE.set(part, declared if start_byte is None else end_byte - start_byte + 1)
         return part
 
     return upload_part_copy
@@ -86,7 +94,7 @@ def _complete_multipart_upload(previous: Any) -> Any:
             else None
         key = previous(self, bucket_name, multipart_id, body)
         if key is not None and total is not None:
-            key.declared_size = total
+            DECLARED_SIZE.set(key, total)
         return key
 
     return complete_multipart_upload

@@ -51,13 +51,14 @@ from moto.sagemaker.responses import SageMakerResponse
 from moto.utilities.utils import get_partition
 
 from traingrid_local.emulator import fault_injection
+from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
 # Simulated seconds in each secondary status; Training lasts TRAINING_SECONDS.
 STARTING_SECONDS = 4 * 60
 DOWNLOADING_SECONDS = 6 * 60
-TRAINING_SECONDS = 2 * 3600
+TRAINING_SECONDS: float = 2 * 3600
 UPLOADING_SECONDS = 3 * 60
 STOPPING_SECONDS = 2 * 60
 # Under the faults: how long into Starting, and into Training, the job fails.
@@ -94,6 +95,13 @@ def _naive(moment: datetime) -> datetime:
 
 def _seconds(start: datetime, end: datetime) -> int:
     return int((end - start).total_seconds())
+
+
+def _describe_as(job: FakeTrainingJob, **fields: Any) -> None:
+    """Set fields of the job's description. moto describes a job by every attribute in its
+    ``__dict__`` (``gen_response_object``: snake_case → PascalCase, None left out), more
+    fields than ``FakeTrainingJob`` declares, and None where a field is not described yet."""
+    vars(job).update(fields)
 
 
 def _hyperparameter(job: FakeTrainingJob, name: str, default: str) -> str:
@@ -236,18 +244,17 @@ class SimulatedTrainingJob:
         if self.result:
             transitions.append({"Status": status, "StartTime": _naive(end),
                                 "EndTime": _naive(end), "StatusMessage": MESSAGES[status]})
-        job.training_job_status = status
-        job.secondary_status = transitions[-1]["Status"]
-        job.secondary_status_transitions = transitions
-        job.last_modified_time = transitions[-1]["StartTime"]
-        job.training_start_time = _naive(started) if started else None
-        finished = self.result is not None and started is not None
-        job.training_end_time = _naive(end) if finished else None
-        job.training_time_in_seconds = _seconds(started, end) if finished else None
-        job.billable_time_in_seconds = job.training_time_in_seconds
-        job.failure_reason = reason
-        job.model_artifacts = {"S3ModelArtifacts": artifact_uri(job)} if (
-            status == "Completed") else None
+        trained = _seconds(started, end) if self.result is not None and started else None
+        _describe_as(
+            job, training_job_status=status, secondary_status=transitions[-1]["Status"],
+            secondary_status_transitions=transitions,
+            last_modified_time=transitions[-1]["StartTime"],
+            training_start_time=_naive(started) if started else None,
+            training_end_time=_naive(end) if trained is not None else None,
+            training_time_in_seconds=trained, billable_time_in_seconds=trained,
+            failure_reason=reason,
+            model_artifacts={"S3ModelArtifacts": artifact_uri(job)} if (
+                status == "Completed") else None)
 
     def stop(self, job: FakeTrainingJob) -> None:
         with self.lock:
@@ -281,6 +288,10 @@ def _plan(job: FakeTrainingJob, region: str) -> tuple[list[tuple[str, float]], s
 
 
 # --- moto hooks -------------------------------------------------------------------------
+
+# A job's simulated life, on the job; none on a job moto made on its own. In its ``__dict__``,
+# moto's description would show it: response_object leaves it out.
+SIMULATED: Attached[SimulatedTrainingJob] = Attached("simulated")
 
 # FakeTrainingJob's own arguments; the rest of a request is kept as attributes of the job.
 _MOTO_ARGUMENTS = [name for name in inspect.signature(FakeTrainingJob.__init__).parameters
@@ -331,11 +342,10 @@ def _create_training_job(self: SageMakerModelBackend, training_job_name: str,
             setattr(job, name, value)
         now = CLOCK.now()
         job.creation_time = _naive(now)
-        job.final_metric_data_list = None
+        _describe_as(job, final_metric_data_list=None)
         plan, failure = _plan(job, self.region_name)
-        job.simulated = SimulatedTrainingJob(self.account_id, self.region_name, now, plan,
-                                             failure)
-        job.simulated.advance(job)
+        SIMULATED.set(job, SimulatedTrainingJob(self.account_id, self.region_name, now, plan,
+                                                failure)).advance(job)
         self.training_jobs[training_job_name] = job
     return job
 
@@ -346,7 +356,7 @@ def _stop_training_job(self: SageMakerModelBackend, training_job_name: str) -> N
         arn = FakeTrainingJob.arn_formatter(training_job_name, self.account_id,
                                             self.region_name)
         raise ValidationError(message=f"Could not find training job '{arn}'.")
-    simulated = job.__dict__.get("simulated")
+    simulated = SIMULATED.get(job)
     if simulated is None:  # made by moto itself: already Completed
         raise ValidationError(message="The request was rejected because the training job is "
                                       f"in status {job.training_job_status}.")
@@ -355,7 +365,7 @@ def _stop_training_job(self: SageMakerModelBackend, training_job_name: str) -> N
 
 def _advance_all(backend: SageMakerModelBackend) -> None:
     for job in list(backend.training_jobs.values()):
-        if (simulated := job.__dict__.get("simulated")) is not None:
+        if (simulated := SIMULATED.get(job)) is not None:
             simulated.advance(job)
 
 
@@ -363,7 +373,7 @@ def _advance_all(backend: SageMakerModelBackend) -> None:
 
 def _response_object(previous: Any) -> Any:
     def response_object(self: FakeTrainingJob) -> dict[str, Any]:
-        simulated = self.__dict__.get("simulated")
+        simulated = SIMULATED.get(self)
         if simulated is not None:
             simulated.advance(self)
         out = previous.fget(self)
@@ -397,7 +407,7 @@ def _response_create_training_job(self: SageMakerResponse) -> ActionResult:
 
 
 def _response_stop_training_job(self: SageMakerResponse) -> EmptyResult:
-    self.sagemaker_backend.stop_training_job(self._get_param("TrainingJobName"))
+    _stop_training_job(self.sagemaker_backend, self._get_param("TrainingJobName"))
     return EmptyResult()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import TracebackType
@@ -13,6 +12,7 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
+from moto.core.config import DefaultConfig
 
 import traingrid.clock
 from traingrid.aws import clients
@@ -53,7 +53,7 @@ ENVIRONMENT = {
     "AWS_REGION": REGION,
     "MOTO_ACCOUNT_ID": ACCOUNT_ID,
 }
-MOTO_CONFIG = {
+MOTO_CONFIG: DefaultConfig = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
     "batch": {"use_docker": False},
@@ -64,6 +64,8 @@ ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sf
                capacity,
                sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
+# What ``training_seconds`` may set: the modules whose TRAINING_SECONDS a job trains for.
+TRAINING_SERVICES = {"batch": batch, "sagemaker": sagemaker}
 
 
 def apply_adaptations() -> None:
@@ -73,41 +75,54 @@ def apply_adaptations() -> None:
         raise PatchError("moto is adapted already: an emulator is open in this process, "
                          "close it first")
     try:
+        # Before lambda_inprocess puts its view in place of os.environ: the process's own.
+        PATCHES.update(os.environ, ENVIRONMENT, "the process environment (moto's account)")
         for adaptation in ADAPTATIONS:
             adaptation.apply()
+        # The interpreter logs every caught failure with a traceback; our reports say it
+        # better.
+        PATCHES.log_level("moto.stepfunctions.parser", logging.CRITICAL)
+        # moto warns for each declared type it has no model for; deploy.py says which and why.
+        PATCHES.log_level("moto", logging.ERROR)
+        PATCHES.ignore_warnings("Tried to parse .* not supported by moto")
+        # A function call that had nothing to count: CloudWatch would get the cold-start
+        # metric only.
+        PATCHES.ignore_warnings("No application metrics to publish")
     except BaseException:
         PATCHES.undo_all()
         raise
-    # The interpreter logs every caught failure with a traceback; our reports say it better.
-    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
-    # moto warns for each declared type it has no model for; deploy.py says which and why.
-    logging.getLogger("moto").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="Tried to parse .* not supported by moto")
-    # A function call that had nothing to count: CloudWatch would get the cold-start metric only.
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
 class Emulator:
-    """``with Emulator(speed=2000, faults={"throttling"}) as emulator: ...``"""
+    """``with Emulator(speed=2000, faults={"throttling"}) as emulator: ...``
+
+    ``training_seconds`` (``{"batch": 3600, "sagemaker": 3600}``): how long a job of each of
+    those services trains, in simulated seconds, instead of its module's TRAINING_SECONDS
+    (a Batch job of the reference epochs), for the session."""
 
     def __init__(self, speed: float = DEFAULT_SPEED,
                  fault_names: frozenset[str] | set[str] = frozenset(),
                  region: str = REGION, fault_region: str = "us-west-2",
-                 state_faults: Mapping[str, fault_injection.StateFault] | None = None) -> None:
+                 state_faults: Mapping[str, fault_injection.StateFault] | None = None,
+                 training_seconds: Mapping[str, float] | None = None) -> None:
+        unknown = set(training_seconds or ()) - TRAINING_SERVICES.keys()
+        if unknown:
+            raise ValueError(f"training_seconds: no service {', '.join(sorted(unknown))}; "
+                             f"there are {', '.join(TRAINING_SERVICES)}")
         self.speed = speed
+        self.training_seconds = dict(training_seconds or {})
         self.fault_plan = fault_injection.FaultPlan(
             frozenset(fault_names), fault_region=fault_region, at_states=dict(state_faults or {}))
         self.region = region
         self._mock = mock_aws(config=MOTO_CONFIG)
-        self._saved_env: dict[str, str | None] = {}
-        self._saved_now = traingrid.clock.now
         self._clients: dict[tuple[str, str], Any] = {}
 
     def __enter__(self) -> Emulator:
-        for key, value in ENVIRONMENT.items():
-            self._saved_env[key] = os.environ.get(key)
-            os.environ[key] = value
         apply_adaptations()
+        # Everything TrainGrid stamps comes from the simulated clock during the session.
+        PATCHES.replace(traingrid.clock, "now", CLOCK.now)
+        for service, seconds in self.training_seconds.items():
+            PATCHES.replace(TRAINING_SERVICES[service], "TRAINING_SECONDS", seconds)
         self._mock.start()
         CLOCK.reset(self.speed)
         ALARMS.clear()
@@ -115,8 +130,6 @@ class Emulator:
         account.ACCOUNT.reset()
         capacity.reset()
         fault_injection.set_plan(self.fault_plan)
-        sfn_events.enabled(True)
-        traingrid.clock.now = CLOCK.now
         # Record what each function calls, through the sessions its clients come from: ours,
         # and boto3's default for code that makes its own. They are kept across emulator
         # sessions, with their parsed service models.
@@ -131,23 +144,17 @@ class Emulator:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        sfn_events.enabled(False)  # what the session stops as it closes is not news
+        sfn_events.silence()  # what the session stops as it closes is not news
         self.stop_running_executions()
         ALARMS.clear()
-        batch.FROZEN["on"] = True
+        batch.freeze()
         try:
             self._mock.stop()
         finally:
-            batch.FROZEN["on"] = False
+            # The environment, the clock, the fault plan, the training times, the flags
+            # above too.
             PATCHES.undo_all()
         clients.reset()
-        traingrid.clock.now = self._saved_now
-        fault_injection.set_plan(fault_injection.FaultPlan())
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
     def set_faults(self, fault_names: frozenset[str] | set[str] = frozenset(),
                    state_faults: Mapping[str, fault_injection.StateFault] | None = None) -> None:

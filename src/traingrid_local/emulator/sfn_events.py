@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +27,13 @@ from traingrid_local.emulator.patching import PATCHES
 
 log = logging.getLogger(__name__)
 DETAIL_TYPE = "Step Functions Execution Status Change"
-_state = {"enabled": True}
+# Whether executions' status changes are announced; off while the session closes.
+ENABLED = True
 
 
-def enabled(on: bool) -> None:
-    """Send events (True) or not (while the session closes)."""
-    _state["enabled"] = on
+def silence() -> None:
+    """No more events until the emulator's patches are undone (as the session closes)."""
+    PATCHES.replace(sys.modules[__name__], "ENABLED", False)
 
 
 def _ms(moment: Any) -> int | None:
@@ -55,7 +57,7 @@ def detail(execution: Any) -> dict[str, Any]:
 
 
 def _announce(execution: Any) -> None:
-    if not _state["enabled"]:
+    if not ENABLED:
         return
     events.emit(execution.account_id, execution.region_name, "aws.states", DETAIL_TYPE,
                 detail(execution), [execution.exec_arn])
@@ -64,7 +66,7 @@ def _announce(execution: Any) -> None:
 def _terminated(previous: Callable[..., None]) -> Callable[..., None]:
     def terminated(self: BaseExecutionWorkerCommunication) -> None:
         previous(self)
-        if _state["enabled"]:
+        if ENABLED:
             execution = self.execution
             ALARMS.at(CLOCK.now(), lambda: _announce(execution))
 

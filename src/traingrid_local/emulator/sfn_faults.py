@@ -109,8 +109,10 @@ def failure(task: Any, env: Any, fault: StateFault) -> Exception:
         return FailureEventException(FailureEvent(
             env=env, error_name=CustomErrorName(error),
             event_type=HistoryEventType.LambdaFunctionFailed,
-            event_details=EventDetails(lambdaFunctionFailedEventDetails=(
-                LambdaFunctionFailedEventDetails(error=error, cause=message)))))
+            # moto declares EventDetails total, but each event has one kind of details.
+            event_details=EventDetails(  # type: ignore[typeddict-item]
+                lambdaFunctionFailedEventDetails=LambdaFunctionFailedEventDetails(
+                    error=error, cause=message))))
     if fault.kind == "timeout":
         return _function_error("Sandbox.Timedout", (
             f"RequestId: {uuid.uuid4()} Error: Task timed out after {LAMBDA_TIMEOUT_S:.2f} "

@@ -42,11 +42,13 @@ def _eval_body(previous: Callable[..., None]) -> Callable[..., None]:
             error = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
             raise FailureEventException(FailureEvent(
                 env=env, error_name=error, event_type=HistoryEventType.ExecutionFailed,
-                event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
-                    error=error.error_name,
-                    cause=f"The execution reached the maximum number of history events "
-                          f"({HISTORY_LIMIT}) before entering state '{self.name}'.",
-                )),
+                # moto declares EventDetails total, but each event has one kind of details.
+                event_details=EventDetails(  # type: ignore[typeddict-item]
+                    executionFailedEventDetails=ExecutionFailedEventDetails(
+                        error=error.error_name,
+                        cause=f"The execution reached the maximum number of history events "
+                              f"({HISTORY_LIMIT}) before entering state '{self.name}'.",
+                    )),
             ))
         previous(self, env)
 

@@ -35,6 +35,9 @@ def _definition(props: dict[str, Any], account_id: str) -> str:
     if "DefinitionS3Location" in props:
         location = props["DefinitionS3Location"]
         obj = s3_backends[account_id]["aws"].get_object(location["Bucket"], location["Key"])
+        if obj is None:
+            raise ValueError(f"DefinitionS3Location s3://{location['Bucket']}/"
+                             f"{location['Key']} does not exist")
         return obj.value.decode()
     return props["DefinitionString"]
 

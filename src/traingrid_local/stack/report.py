@@ -195,7 +195,8 @@ def file_systems(emulator: Emulator, executions: Executions | None = None
     """(leaked, retained): a kept file system is accounted for while its expiry is ahead, one
     of a running execution is in use."""
     executions = executions or Executions(emulator)
-    leaked, retained = [], []
+    leaked: list[dict[str, Any]] = []
+    retained: list[dict[str, Any]] = []
     now = emulator.now_iso()
     for fs in emulator.client("fsx").describe_file_systems()["FileSystems"]:
         tags = _tags(fs)

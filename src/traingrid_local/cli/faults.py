@@ -53,6 +53,9 @@ def faults(
         help="Task states (default: every one).")] = None,
     fault: Annotated[list[str] | None, typer.Option(
         help=f"Faults: {', '.join(FAULT_KINDS)} (default: all).")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="Run the TrainingRun's cells on this backend's deployment: ecs or eks "
+             "(default: each on the one that reaches its state).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Inject each fault at each Task state of both pipelines and check how each run ends.
@@ -61,7 +64,8 @@ def faults(
     the recorded outcome are checked. Exit code 1 if any cell is not as expected.
     """
     try:
-        selected = fault_matrix.cells(pipeline or list(PIPELINES), state, fault or FAULT_KINDS)
+        selected = fault_matrix.cells(pipeline or list(PIPELINES), state, fault or FAULT_KINDS,
+                                      backend)
     except ValueError as error:
         stderr.print(f"error: {error}")
         raise typer.Exit(2) from None

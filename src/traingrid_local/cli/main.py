@@ -191,6 +191,9 @@ def demo(
         help="Simulated seconds per real second.")] = demo_runner.DEFAULT_SPEED,
     training_hours: Annotated[float, typer.Option(
         help="Simulated length of the training job.")] = 6.0,
+    backend: Annotated[str, typer.Option(
+        help="ecs, or eks: the TrainingRun on an (emulated) EKS cluster of yours, the stack "
+             "deployed with EksClusterName (docs/eks.md).")] = "ecs",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run both pipelines end to end on the embedded emulator and report what happened.
@@ -202,7 +205,7 @@ def demo(
     """
     options = demo_runner.DemoOptions(
         pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
-        fault_region=fault_region, speed=speed, training_hours=training_hours,
+        fault_region=fault_region, speed=speed, training_hours=training_hours, backend=backend,
     )
     try:
         options.validate()

@@ -39,7 +39,7 @@ from traingrid_local.demo.runner import settle, upload_sample_dataset
 from traingrid_local.emulator import fsx
 from traingrid_local.emulator.fault_injection import STATE_FAULTS, StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
-from traingrid_local.stack import report, sample_campaign
+from traingrid_local.stack import eks_cluster, report, sample_campaign
 from traingrid_local.stack.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -103,11 +103,16 @@ def pipeline_states(pipeline: str) -> list[str]:
     return task_states(json.loads((ROOT / PIPELINES[pipeline][1]).read_text()))
 
 
+# TrainingRun states only one backend's deployment reaches (its SubmitJob state).
+BACKEND_STATES = {"SubmitTrainingJob": "ecs", "SubmitTrainingPods": "eks"}
+
+
 @dataclass(frozen=True)
 class Cell:
     pipeline: str
     state: str
     fault: str
+    backend: str = "ecs"  # the deployment it runs on: ecs, or eks (EksClusterName)
 
     def faults(self) -> tuple[frozenset[str], dict[str, StateFault]]:
         named, at_states = REACH.get((self.pipeline, self.state), (frozenset(), {}))
@@ -130,21 +135,30 @@ class Cell:
 
 
 def cells(pipelines: Iterable[str] = tuple(PIPELINES), states: Iterable[str] | None = None,
-          kinds: Iterable[str] = FAULT_KINDS) -> list[Cell]:
-    """The matrix (or the part of it asked for); unknown names are an error."""
+          kinds: Iterable[str] = FAULT_KINDS, backend: str | None = None) -> list[Cell]:
+    """The matrix (or the part of it asked for); unknown names are an error. Its TrainingRun
+    cells run on ``backend``'s deployment (without one: each on the backend that reaches its
+    state, ECS but for EKS's SubmitJob state)."""
     pipelines, kinds = list(pipelines), list(kinds)
     wanted = set(states) if states is not None else None
     problems = [f"unknown pipeline {p!r} (known: {', '.join(PIPELINES)})"
                 for p in pipelines if p not in PIPELINES]
     problems += [f"unknown fault {k!r} (known: {', '.join(FAULT_KINDS)})"
                  for k in kinds if k not in FAULT_KINDS]
+    problems += eks_cluster.backend_problems(backend) if backend is not None else []
     known = {s for p in pipelines if p in PIPELINES for s in pipeline_states(p)}
     problems += [f"no Task state {s!r} in {' or '.join(pipelines)} (known: "
                  f"{', '.join(sorted(known))})" for s in sorted(wanted or ()) if s not in known]
     if problems:
         raise ValueError("; ".join(problems))
-    return [Cell(p, s, k) for p in pipelines for s in pipeline_states(p)
-            if wanted is None or s in wanted for k in kinds]
+    def on(pipeline: str, state: str) -> str | None:  # None: that backend never reaches it
+        only = BACKEND_STATES.get(state) if pipeline == "training" else None
+        if backend is None or pipeline != "training":
+            return only or "ecs"
+        return backend if only in (None, backend) else None
+
+    return [Cell(p, s, k, b) for p in pipelines for s in pipeline_states(p)
+            if (wanted is None or s in wanted) and (b := on(p, s)) is not None for k in kinds]
 
 
 @dataclass
@@ -347,18 +361,21 @@ def _prepare(emulator: Emulator, deployment: Deployment, pipeline: str) -> None:
 def run(selected: list[Cell], speed: float = SPEED, database_dir: Path | None = None,
         progress: Callable[[CellResult], None] | None = None,
         after: Callable[[Emulator, Deployment], None] | None = None) -> list[CellResult]:
-    """Run the cells, one emulator and deployment per pipeline (``after`` sees each before it
-    closes)."""
+    """Run the cells, one emulator and deployment per pipeline and backend (``after`` sees
+    each before it closes)."""
     results = []
     training = {"batch": TRAINING_SECONDS, "sagemaker": TRAINING_SECONDS}
-    for pipeline in dict.fromkeys(c.pipeline for c in selected):
+    for pipeline, backend in dict.fromkeys((c.pipeline, c.backend) for c in selected):
         with Emulator(speed=speed, training_seconds=training) as emulator:
-            url = (f"sqlite:///{database_dir / f'faults-{pipeline}.db'}"
+            url = (f"sqlite:///{database_dir / f'faults-{pipeline}-{backend}.db'}"
                    if database_dir else None)
-            deployment = deploy_traingrid(emulator, database_url=url)
+            deployment = deploy_traingrid(
+                emulator, database_url=url,
+                parameters=eks_cluster.backend_parameters(emulator, backend))
             try:
                 _prepare(emulator, deployment, pipeline)
-                for cell in (c for c in selected if c.pipeline == pipeline):
+                for cell in (c for c in selected
+                             if (c.pipeline, c.backend) == (pipeline, backend)):
                     results.append(run_cell(emulator, deployment, cell))
                     if progress is not None:
                         progress(results[-1])

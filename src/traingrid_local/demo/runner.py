@@ -17,7 +17,7 @@ from traingrid.db.engine import dispose
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
-from traingrid_local.stack import report, sample_campaign, schedules
+from traingrid_local.stack import eks_cluster, report, sample_campaign, schedules
 from traingrid_local.stack.cron_expression import interval_seconds
 from traingrid_local.stack.environment import (
     DEMO_BUCKET,
@@ -117,6 +117,7 @@ class DemoOptions:
     training_hours: float = 6.0
     timeout_s: float = 300.0
     database_url: str | None = None
+    backend: str = "ecs"  # or eks: TrainingRun on the emulated user's EKS cluster
 
     def pipelines(self) -> tuple[str, ...]:
         wanted = PIPELINES if self.pipeline == "all" else (self.pipeline,)
@@ -137,6 +138,7 @@ class DemoOptions:
                             f"pipeline (it applies to {applies})")
         if self.uploads < 1:
             problems.append("--uploads must be at least 1")
+        problems += eks_cluster.backend_problems(self.backend)
         if self.manifest is not None and not _is_file(self.manifest):
             problems.append(f"manifest file {self.manifest} does not exist")
         if not self.key or self.key.startswith("/"):
@@ -264,7 +266,8 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
                   fault_region=options.fault_region, state_faults=scenario.state_faults,
                   training_seconds={"batch": options.training_hours * 3600}) as emulator:
         deployment = deploy_traingrid(
-            emulator, database_url=options.database_url or demo_database_url())
+            emulator, database_url=options.database_url or demo_database_url(),
+            parameters=eks_cluster.backend_parameters(emulator, options.backend))
         try:
             if "training" in pipelines:
                 start_training(emulator, options)
@@ -282,6 +285,7 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
         entry["expected_status"] = expected.get(entry["state_machine"])
     result.update({
         "expected": expected, "pipelines": list(pipelines), "scenario": options.scenario,
+        "backend": options.backend,
         "faults": sorted(scenario.faults), "fault_region": options.fault_region,
         "clock_speed": options.speed, "wall_seconds": round(time.monotonic() - started, 2),
     })

@@ -78,7 +78,8 @@ def cleanup(emulator: Emulator, events: list[dict[str, Any]]) -> dict[str, Any] 
     system's deletion, with the part until the run acted on the job's end (``noticed_s``) and
     the export task's (``export_s``, 0 when the job archived its outputs itself). None if the
     job never ran to an end or the file system was not deleted."""
-    submitted = _task_output(events, "SubmitTrainingJob", last=True)
+    submitted = (_task_output(events, "SubmitTrainingJob", last=True)  # on ECS, or EKS
+                 or _task_output(events, "SubmitTrainingPods", last=True))
     deleted_at = _entered(emulator, events, "DeleteFileSystem")
     if submitted is None or deleted_at is None:
         return None

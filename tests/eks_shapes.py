@@ -82,7 +82,8 @@ def batch_problems(operation: str, params: dict[str, Any]) -> str:
 
 # A Kubernetes quantity (resource.Quantity's serialised form).
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$")
-_PRIMITIVES = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
+_PRIMITIVES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
 
 
 def pod_of(pod_properties: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,7 @@ CONDITIONS = {"UseEks": True, "UseEcs": False, "UseAccountImage": True, "AllowsP
               "AllowsP4d": True, "AllowsP5": False}
 
 
+PSEUDO = {"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012"}
 NO_VALUE = object()
 
 
@@ -67,10 +68,8 @@ def resolve(node: Any) -> Any:
         condition, then, otherwise = node["Fn::If"]
         return resolve(then if CONDITIONS[condition] else otherwise)
     if "Fn::Sub" in node:
-        return re.sub(r"\$\{([^}]+)\}", lambda m: PARAMETERS.get(
-            m.group(1), {"AWS::Partition": "aws", "AWS::Region": "us-east-1",
-                         "AWS::AccountId": "123456789012"}.get(m.group(1), "x")),
-                      node["Fn::Sub"])
+        return re.sub(r"\$\{([^}]+)\}", lambda m: str(PARAMETERS.get(
+            m.group(1), PSEUDO.get(m.group(1), "x"))), node["Fn::Sub"])
     if "Fn::Select" in node:
         index, items = node["Fn::Select"]
         return resolve(items)[index]

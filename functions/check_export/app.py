@@ -1,14 +1,17 @@
-"""One check of the archive export (the archive poll loop)."""
+"""One check of the archive export (the archive poll loop).
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, tracer
 from traingrid.training import steps
+from traingrid.vocabulary.training_run import CheckExportEvent, ExportState
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: CheckExportEvent, context: LambdaContext) -> ExportState:
     return steps.check_export(event)

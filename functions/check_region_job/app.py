@@ -1,14 +1,17 @@
-"""One check of a region's training job (the region's poll loop)."""
+"""One check of a region's training job (the region's poll loop).
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.campaigns import region_steps
 from traingrid.observability import logger, tracer
+from traingrid.vocabulary.campaign_fanout import RegionJob, RegionJobEvent
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RegionJobEvent, context: LambdaContext) -> RegionJob:
     return region_steps.check_region_job(event)

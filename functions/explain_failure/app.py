@@ -1,16 +1,19 @@
-"""Turn a failed TrainingRun's state into one readable error and cause for its Fail state."""
+"""Turn a failed TrainingRun's state into one readable error and cause for its Fail state.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, tracer
 from traingrid.training.failures import explain
+from traingrid.vocabulary.training_run import Explained, ExplainFailureEvent
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
+def lambda_handler(event: ExplainFailureEvent, context: LambdaContext) -> Explained:
     explained = explain(event["execution"])
     logger.warning("run failed", extra=explained)
     return explained

@@ -1,14 +1,17 @@
-"""The training job failed: submit another attempt (fewer nodes, or resuming), or go on."""
+"""The training job failed: submit another attempt (fewer nodes, or resuming), or go on.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, tracer
 from traingrid.training import steps
+from traingrid.vocabulary.training_run import NextAttemptEvent, PlanJob
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return dict(steps.next_attempt(event))
+def lambda_handler(event: NextAttemptEvent, context: LambdaContext) -> PlanJob:
+    return steps.next_attempt(event)

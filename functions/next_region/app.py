@@ -1,14 +1,17 @@
-"""Move a region's job to the plan's next acceptable region, or give up."""
+"""Move a region's job to the plan's next acceptable region, or give up.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.campaigns import region_steps
 from traingrid.observability import logger, tracer
+from traingrid.vocabulary.campaign_fanout import RegionJob, RegionJobEvent
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RegionJobEvent, context: LambdaContext) -> RegionJob:
     return region_steps.next_region(event)

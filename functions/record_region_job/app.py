@@ -1,17 +1,20 @@
-"""Record one region's outcome in the campaign database."""
+"""Record one region's outcome in the campaign database.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.campaigns import database_steps
 from traingrid.observability import logger, tracer
 from traingrid.settings import DatabaseSettings
+from traingrid.vocabulary.campaign_fanout import RecordRegionJobEvent, RegionResult
 
 settings = DatabaseSettings.from_env()
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RecordRegionJobEvent, context: LambdaContext) -> RegionResult:
     return database_steps.record_region_job(event, settings)

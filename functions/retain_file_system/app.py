@@ -1,17 +1,20 @@
-"""Keep a file system whose archive failed, tagged with its expiry."""
+"""Keep a file system whose archive failed, tagged with its expiry.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.observability import logger, tracer
 from traingrid.settings import Settings
 from traingrid.training import steps
+from traingrid.vocabulary.training_run import Retained, RetainFileSystemEvent
 
 settings = Settings.from_env()
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RetainFileSystemEvent, context: LambdaContext) -> Retained:
     return steps.retain_file_system(event, settings)

@@ -1,14 +1,17 @@
-"""Stop a region's training job whose checks failed, before its region is recorded failed."""
+"""Stop a region's training job whose checks failed, before its region is recorded failed.
 
-from typing import Any
+Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
+at run time: pydantic would add ~80 ms to every cold start.
+"""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from traingrid.campaigns import region_steps
 from traingrid.observability import logger, tracer
+from traingrid.vocabulary.campaign_fanout import RegionJobEvent, RegionJobStop
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: RegionJobEvent, context: LambdaContext) -> RegionJobStop:
     return region_steps.stop_region_job(event)

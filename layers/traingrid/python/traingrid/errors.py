@@ -1,7 +1,9 @@
 """Domain errors: the one place that names every failure TrainGrid reports.
 
 A Lambda reports an exception's class name as its ``errorType``, so these class names are the
-error names the state machines match in Retry/Catch and show in Fail states. Messages say what
+error names the state machines match in Retry/Catch and show in Fail states; the names a step
+reports without raising (the training wait's ``error``, a Fail state's) are classes here too,
+used by ``__name__`` (tests/template/test_asl_names.py holds the ASL to them). Messages say what
 happened and what to do about it.
 """
 
@@ -94,6 +96,45 @@ class ExportTimedOut(TrainGridError):
 
 class ArchiveIncomplete(TrainGridError):
     """The export reported success but S3 does not hold what it exported."""
+
+
+class TrainingJobStuck(TrainGridError):
+    """The training job got no nodes: AWS said none will come, or it waited in the queue past
+    its runnable limit (the training wait's ``error``; the run may shrink and try again)."""
+
+
+class TrainingTimedOut(TrainGridError):
+    """The training job ran past its training limit and was terminated."""
+
+
+class TrainingJobFailed(TrainGridError):
+    """The training job ended FAILED (its code, or its nodes)."""
+
+
+class FileSystemNotDeleted(TrainGridError):
+    """The run's file system could not be deleted (the janitor deletes it once safe)."""
+
+
+class UnknownFailure(TrainGridError):
+    """A run ended failed without a recorded reason."""
+
+
+class RunFailed(TrainGridError):
+    """A TrainingRun failed and explaining why failed too (its Unexplained state)."""
+
+
+class RegionFailed(TrainGridError):
+    """A fan-out's region finally failed (FinishFanout's error; the others' results stay)."""
+
+
+class OutcomeNotRecorded(TrainGridError):
+    """Recording a fan-out's outcome failed (its OutcomeNotRecorded state); the janitor
+    records it once the execution has ended."""
+
+
+# The database driver's errors (SQLAlchemy's names for them) when the campaign database cannot
+# be reached: Lambda reports them by class name, and the record steps retry on these.
+DATABASE_UNREACHABLE = ("OperationalError", "InterfaceError")
 
 
 class InvalidPageToken(TrainGridError):

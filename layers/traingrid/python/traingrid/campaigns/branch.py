@@ -24,10 +24,10 @@ def is_capacity_problem(reason: str) -> bool:
 
 def check(description: dict[str, Any], poll: Poll) -> RegionJobCheck:
     """Next state of a region's poll loop from DescribeTrainingJob."""
-    status = description["TrainingJobStatus"]
+    status = RegionJobStatus(description["TrainingJobStatus"])
     reason = description.get("FailureReason", "")
     if status == RegionJobStatus.FAILED and is_capacity_problem(reason):
-        status = RegionJobStatus.CAPACITY_UNAVAILABLE.value
+        status = RegionJobStatus.CAPACITY_UNAVAILABLE
     out = RegionJobCheck(status=status, secondary_status=description.get("SecondaryStatus"),
                          poll=poll.advance(SAGEMAKER_BACKOFF).state())
     if reason:
@@ -47,7 +47,7 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
     smaller = shrunk(count, job.get("min_instance_count") or count)
     if smaller < count:
         moved["instance_count"] = smaller
-        moved["status"] = RegionJobStatus.MOVING.value
+        moved["status"] = RegionJobStatus.MOVING
         moved["reason"] = (f"{region}: {reason}; trying {smaller} × {job['instance_type']} in "
                            f"{region}")
         return moved
@@ -56,12 +56,12 @@ def next_region(job: RegionJob, reason: str) -> RegionJob:
     if not remaining:
         regions = ", ".join(dict.fromkeys(t["region"] for t in tried))
         counts = ", ".join(str(c) for c in dict.fromkeys(t["instance_count"] for t in tried))
-        moved["status"] = RegionJobStatus.FAILED.value
+        moved["status"] = RegionJobStatus.FAILED
         moved["reason"] = (f"No capacity for {counts} × {job['instance_type']} in any "
                            f"acceptable region (tried {regions}); last: {reason}")
         return moved
     moved["region"], moved["instance_count"] = remaining[0], asked
-    moved["status"] = RegionJobStatus.MOVING.value
+    moved["status"] = RegionJobStatus.MOVING
     moved["reason"] = (f"{region}: {reason}; trying {asked} × {job['instance_type']} in "
                        f"{remaining[0]}")
     return moved

@@ -1,12 +1,19 @@
 """The CampaignFanout steps that read and write the campaign database: register, plan,
 record, finish. Only the functions that run these load SQLAlchemy (and the fan-out request's
 pydantic model, the costing): the database layer is imported by each step when it runs, not
-at a cold start, as is what only one of the four handlers needs."""
+at a cold start, as is what only one of the four handlers needs.
+
+Each step takes the TypedDict its state's Parameters build in the ASL and returns its own,
+checked by mypy, not parsed at run time (pydantic would cost these cold starts ~80 ms). The
+one untrusted part, a requested fan-out's options, PlanFanout parses once with the
+FanoutRequest model (pydantic, loaded only there) and plans from the model.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError
 
@@ -15,7 +22,7 @@ from traingrid.aws import s3, sagemaker, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.sagemaker_job import data_input
-from traingrid.errors import RecordNotFound, RequestInvalid, TrainGridError
+from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid, TrainGridError
 from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
@@ -24,18 +31,24 @@ from traingrid.validation import parse
 from traingrid.vocabulary.campaign_fanout import (
     FanoutOutcome,
     FanoutPlan,
+    FinishFanoutEvent,
+    PlanFanoutEvent,
     RecordRegionJobEvent,
     RegionJob,
     RegionJobPlan,
     RegionJobStatus,
     RegionResult,
-    RunStatus,
 )
+from traingrid.vocabulary.statuses import RunStatus
+from traingrid.vocabulary.training_run import StepFailure
+
+if TYPE_CHECKING:
+    from traingrid.campaigns.fanout_request import FanoutRequest, RegionOverrides
 
 AGAIN = "start the fan-out again"
 
 
-def failure_cause(failure: dict[str, Any]) -> str:
+def failure_cause(failure: StepFailure) -> str:
     """A step's failure as a cause that says what to do."""
     error, cause = readable(failure)
     what_to_do = advice(error, AGAIN)
@@ -79,7 +92,7 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
             "fanout": name, "started": execution["started"]}
 
 
-def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
+def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
                 max_concurrency: int) -> FanoutPlan:
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
@@ -87,25 +100,26 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
     from traingrid.db.engine import transaction
     from traingrid.db.repositories import CampaignRepository, RegionRepository, RunRepository
 
-    campaign_id, options = _fanout_input(event)
+    campaign_id, request = _fanout_input(event)
     name = event["execution_name"]
     with transaction(connection_url(settings)) as session:
         campaign = CampaignRepository(session).get(campaign_id)
         if campaign is None:
             raise RequestInvalid([{"pointer": "/campaign", "message": "no such campaign"}])
         runs = RunRepository(session)
-        placement = options.get("placement") or campaign.placement
+        placement = request.placement or campaign.placement
         run = runs.start(campaign_id, name, event["execution_arn"], placement, clock.now())
-        plans = _plan(session, campaign_id, options, settings.managed_spot)
+        plans = _plan(session, campaign_id, request, settings.managed_spot)
         runs.add_planned_jobs(run, plans)
         regions = RegionRepository(session)
         buckets = {code: regions.require(code).artifact_bucket
                    for p in plans for code in (p.region, *p.fallbacks)}
-        hyperparameters = dict(campaign.hyperparameters or {}) | options.get(
-            "hyperparameters", {})
-        min_count = options.get("min_instance_count") or campaign.min_instance_count
-        per_region = options.get("regions", {})
-        check_plan_options(plans, min_count, per_region)
+        hyperparameters = dict(campaign.hyperparameters or {}) | request.hyperparameters
+        min_count = request.min_instance_count or campaign.min_instance_count
+        check_plan_options(plans, min_count, request.regions)
+
+    def overrides(plan: RegionJobPlan) -> RegionOverrides | None:
+        return request.regions.get(plan.requested_region)
     # "reason" is the branch's latest failure from here on; the plan's is kept apart.
     jobs = [RegionJob(
         region=plan.region, requested_region=plan.requested_region, s3_uri=plan.s3_uri,
@@ -113,12 +127,12 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
         instance_count=plan.instance_count, usd_per_hour=plan.usd_per_hour,
         transfer_gb=plan.transfer_gb, estimated_usd=plan.estimated_usd,
         placement_reason=plan.reason, fallbacks=list(plan.fallbacks), copy_from=plan.copy_from,
-        hyperparameters=hyperparameters | per_region.get(plan.requested_region, {}).get(
-            "hyperparameters", {}),
-        image_tag=per_region.get(plan.requested_region, {}).get("image_tag"),
+        hyperparameters=hyperparameters | (region.hyperparameters if (
+            region := overrides(plan)) else {}),
+        image_tag=region.image_tag if region else None,
         staged_region=plan.requested_region, staged_bytes=0,
         attempt=1, tried=[],
-        status=RegionJobStatus.PLANNED.value, requested_instance_count=plan.instance_count,
+        status=RegionJobStatus.PLANNED, requested_instance_count=plan.instance_count,
         min_instance_count=min_count or plan.instance_count,
         **data_input(plan.bytes, plan.objects),
     ) for plan in plans]
@@ -128,7 +142,7 @@ def plan_fanout(event: dict[str, Any], settings: PlanningSettings,
                       max_concurrency=max_concurrency)
 
 
-def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _fanout_input(event: PlanFanoutEvent) -> tuple[str, FanoutRequest]:
     """The campaign and the options of a fan-out's execution input, every problem at once:
     anyone allowed to start an execution can send any input."""
     from traingrid.campaigns.fanout_request import FanoutRequest
@@ -148,11 +162,11 @@ def _fanout_input(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
                      for p in invalid.problems]
     if problems or request is None or not isinstance(campaign, str):
         raise RequestInvalid(problems, "fan-out input")
-    return campaign, request.plan_options()
+    return campaign, request
 
 
 def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
-                        per_region: dict[str, Any]) -> None:
+                        per_region: Mapping[str, RegionOverrides]) -> None:
     """What only the plan can tell: every problem at once."""
     problems = []
     if plans and min_count and min_count > plans[0].instance_count:
@@ -167,18 +181,17 @@ def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
         raise RequestInvalid(problems, "fan-out options")
 
 
-def _plan(session: Any, campaign_id: str, options: dict[str, Any],
+def _plan(session: Any, campaign_id: str, request: FanoutRequest,
           spot: bool) -> list[RegionJobPlan]:
     from traingrid.campaigns.placement import plan_campaign
     from traingrid.db.repositories import DatasetRepository
 
     overrides: dict[str, Any] = {
-        k: options.get(k) for k in ("placement", "instance_type", "instance_count")}
-    overrides["spot"] = spot
-    overrides["region_instance_types"] = {
-        region: o["instance_type"] for region, o in options.get("regions", {}).items()
-        if o.get("instance_type")}
-    if options.get("datasets", "new") == "all":
+        "placement": request.placement, "instance_type": request.instance_type,
+        "instance_count": request.instance_count, "spot": spot,
+        "region_instance_types": {region: o.instance_type
+                                  for region, o in request.regions.items() if o.instance_type}}
+    if request.datasets == "all":
         return plan_campaign(session, campaign_id, **overrides)
     datasets = DatasetRepository(session).new_since_last_success(campaign_id)
     if not datasets:
@@ -201,9 +214,9 @@ def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -
     from traingrid.db.repositories import RunRepository
 
     job = event["job"]
-    status, cause = job.get("status", RegionJobStatus.FAILED.value), job.get("reason")
+    status, cause = job.get("status", RegionJobStatus.FAILED), job.get("reason")
     if "failure" in event:
-        status, cause = RegionJobStatus.FAILED.value, failure_cause(event["failure"])
+        status, cause = RegionJobStatus.FAILED, failure_cause(event["failure"])
     completed = status == RegionJobStatus.COMPLETED
     if not completed and not cause:
         cause = f"the training job ended {status}"
@@ -227,7 +240,7 @@ def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -
     return result
 
 
-def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOutcome:
+def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> FanoutOutcome:
     """The run's outcome: it fails only if a region finally failed, naming which and why.
 
     After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
@@ -236,12 +249,13 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOu
     from traingrid.db.repositories import RunRepository
 
     state = event["state"]
-    results = (state.get("plan") or {}).get("jobs") or []
+    plan = state.get("plan")
+    results = (plan.get("jobs") if plan else None) or []
     failed = [r for r in results if r["status"] != RegionJobStatus.COMPLETED]
     if "failure" in state:
         error, cause = readable(state["failure"])[0], failure_cause(state["failure"])
     elif failed:
-        error = "RegionFailed"
+        error = RegionFailed.__name__
         cause = "; ".join(f"{r['requested_region']} ({r['region']}): {r['cause']}"
                           for r in failed)
         cause = (f"{len(failed)} of {len(results)} region(s) failed: {cause}. The other "
@@ -262,7 +276,7 @@ def finish_fanout(event: dict[str, Any], settings: DatabaseSettings) -> FanoutOu
         _record_unplanned(event, cause or "the fan-out failed before planning", settings)
     else:
         record_cost(event["execution_arn"], settings)
-    return FanoutOutcome(status=status.value, error=error, cause=cause, jobs=results)
+    return FanoutOutcome(status=status, error=error, cause=cause, jobs=results)
 
 
 def _described(region: str, job_name: str) -> dict[str, Any]:
@@ -303,7 +317,7 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
     return cost
 
 
-def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSettings) -> None:
+def _record_unplanned(event: FinishFanoutEvent, cause: str, settings: DatabaseSettings) -> None:
     """A fan-out that failed before it planned still gets its run, FAILED with the cause, if
     its campaign exists (otherwise there is nothing to attach it to)."""
     from traingrid.db.engine import transaction
@@ -319,6 +333,6 @@ def _record_unplanned(event: dict[str, Any], cause: str, settings: DatabaseSetti
                            extra={"campaign": campaign_id, "cause": cause})
             return
         runs = RunRepository(session)
-        runs.start(campaign_id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
+        runs.start(campaign.id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
                    clock.parse(event.get("started_at")) or now)
         runs.finish(arn, RunStatus.FAILED, now, cause)

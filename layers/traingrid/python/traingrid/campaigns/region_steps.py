@@ -1,6 +1,8 @@
 """The CampaignFanout steps that work on SageMaker and S3 only: stage, launch, check, move on.
 
-Handlers call exactly one of these; the database steps are in ``records``.
+Handlers call exactly one of these; the database steps are in ``database_steps``. Each takes
+the TypedDict its state's Parameters build (checked by mypy; these start cold on every poll of
+every region, so nothing parses them at run time) and returns the region's job, typed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from traingrid.campaigns.markers import MARKER_NAME
 from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name, with_tag
 from traingrid.observability import logger
 from traingrid.training.waits import Poll
-from traingrid.vocabulary.campaign_fanout import RegionJob, RegionJobEvent, RegionJobStatus
+from traingrid.vocabulary.campaign_fanout import (
+    LaunchRegionJobEvent,
+    RegionJob,
+    RegionJobEvent,
+    RegionJobStatus,
+    RegionJobStop,
+    StageInputEvent,
+    Staging,
+    Upload,
+)
 
 if TYPE_CHECKING:
     from traingrid.settings import LaunchSettings
@@ -30,7 +41,7 @@ STAGING_BATCH = 1000
 PARALLEL_COPIES = 8
 
 
-def stage_input(event: RegionJobEvent, budget_s: float = STAGING_BUDGET_S,
+def stage_input(event: StageInputEvent, budget_s: float = STAGING_BUDGET_S,
                 batch: int = STAGING_BATCH) -> RegionJob:
     """Copy the next share of a job's data into the region it trains in (that region's
     artifact bucket): objects in key order, a large one in parts, until the call's budget is
@@ -95,7 +106,7 @@ class _Copier:
     def target(self, key: str) -> str:
         return self.target_prefix + key.removeprefix(self.source_prefix)
 
-    def small(self, state: Any, items: list[dict[str, Any]]) -> Any:
+    def small(self, state: Staging, items: list[dict[str, Any]]) -> Staging:
         """Copy objects of at most 5 GiB with CopyObject, side by side."""
         if not items:
             return state
@@ -106,15 +117,17 @@ class _Copier:
         return {**state, "after": items[-1]["key"], "objects": state["objects"] + len(items),
                 "bytes": state["bytes"] + sum(item["size"] for item in items)}
 
-    def start(self, item: dict[str, Any]) -> staging.Upload:
+    def start(self, item: dict[str, Any]) -> Upload:
         upload_id = s3.start_multipart(self.region, self.bucket, self.target(item["key"]))
-        return staging.Upload(key=item["key"], size=item["size"], upload_id=upload_id,
+        return Upload(key=item["key"], size=item["size"], upload_id=upload_id,
                               next_part=1)
 
-    def large(self, state: Any) -> Any:
+    def large(self, state: Staging) -> Staging:
         """Copy the parts of the object in progress, side by side, while there is time; finish
         the upload once every part is there."""
-        upload: staging.Upload = state["upload"]
+        upload = state.get("upload")
+        if upload is None:  # nothing in progress
+            return state
         key, size, total = upload["key"], upload["size"], staging.part_count(upload["size"])
         part = upload["next_part"]
         while part <= total and not self.out_of_time():
@@ -131,7 +144,7 @@ class _Copier:
                 "bytes": state["bytes"] + size}
 
 
-def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
+def launch_region_job(event: LaunchRegionJobEvent, settings: LaunchSettings,
                       account: str) -> RegionJob:
     job, campaign, execution = event["job"], event["campaign"], event["execution_name"]
     region = job["region"]
@@ -153,11 +166,11 @@ def launch_region_job(event: RegionJobEvent, settings: LaunchSettings,
         arn = sagemaker.create_training_job(region, request)
     except sagemaker.CapacityUnavailable as refused:
         refused_job: RegionJob = {
-            **job, "status": RegionJobStatus.CAPACITY_UNAVAILABLE.value, "reason": str(refused),
+            **job, "status": RegionJobStatus.CAPACITY_UNAVAILABLE, "reason": str(refused),
             "job_name": name}
         return refused_job
     launched: RegionJob = {
-        **job, "status": RegionJobStatus.IN_PROGRESS.value, "job_name": name, "job_arn": arn,
+        **job, "status": RegionJobStatus.IN_PROGRESS, "job_name": name, "job_arn": arn,
         "s3_input": s3_input, "started_at": clock.iso(clock.now()), "poll": Poll().state()}
     return launched
 
@@ -169,7 +182,7 @@ def check_region_job(event: RegionJobEvent) -> RegionJob:
     return checked
 
 
-def stop_region_job(event: RegionJobEvent) -> dict[str, Any]:
+def stop_region_job(event: RegionJobEvent) -> RegionJobStop:
     """Stop a region's job whose checks failed: the run records the region as failed, so the
     job must not train (and bill) on until the whole fan-out ends."""
     job = event["job"]

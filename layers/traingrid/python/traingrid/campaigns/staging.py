@@ -12,35 +12,15 @@ Lambda's time limit.
 from __future__ import annotations
 
 import math
-from typing import NotRequired, TypedDict
+
+# The staging's state (and its Upload) as the execution carries it: RegionJob's ``staging``.
+from traingrid.vocabulary.campaign_fanout import Staging
 
 GIB = 1024**3
 COPY_OBJECT_LIMIT = 5 * GIB  # the largest source CopyObject takes
 MIN_PART = 512 * 1024**2
 MAX_PART = 5 * GIB
 MAX_PARTS = 10_000
-
-
-class Upload(TypedDict):
-    """A large object's multipart copy in progress."""
-
-    key: str  # the source key
-    size: int
-    upload_id: str
-    next_part: int  # 1-based: the first part not copied yet
-
-
-class Staging(TypedDict):
-    """How far a region's data has been copied into the region its job trains in."""
-
-    region: str  # where it is being copied to
-    target: str  # s3://bucket/prefix/ there
-    after: str  # the last source key copied in full ("" before the first)
-    objects: int
-    bytes: int
-    calls: int
-    done: bool
-    upload: NotRequired[Upload | None]
 
 
 def part_size(size: int) -> int:

@@ -27,6 +27,7 @@ from traingrid.runs.submit import Submission, derived_name
 from traingrid.runs.view import CAMPAIGN_FANOUT
 from traingrid.settings import ApiSettings, RetrainSettings
 from traingrid.validation import parse
+from traingrid.vocabulary.statuses import RunStatus
 
 SCHEDULE_SOURCE = "schedule"
 
@@ -65,7 +66,7 @@ def running_fanouts(machine: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     token = None
     while True:
-        executions, token = stepfunctions.list_executions(machine, 100, token, "RUNNING")
+        executions, token = stepfunctions.list_executions(machine, 100, token, RunStatus.RUNNING)
         for execution in executions:
             described = stepfunctions.describe_execution(execution["executionArn"])
             campaign = json.loads(described.get("input") or "{}").get("campaign")

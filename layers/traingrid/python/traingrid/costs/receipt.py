@@ -15,13 +15,14 @@ Every line says where its figures came from. Pure: tested without AWS.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from traingrid.costs import prices
+from traingrid.vocabulary.statuses import ENDED_JOB_STATUSES
 
 PARTS = ("compute", "file_system", "orchestration", "staging")
 CENT_FRACTION = Decimal("0.000001")
@@ -99,7 +100,7 @@ def _unpriced(part: str, item: str, source: str) -> dict[str, Any]:
             "amount": Decimal(0), "source": source}
 
 
-def receipt(usage: Usage, estimate: dict[str, Any] | None) -> dict[str, Any]:
+def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
     """The run's cost: ``actual`` by part (adding up to ``total``) and every line behind it."""
     lines: list[dict[str, Any]] = []
     price = prices.instance_hour(usage.instance_type) if usage.instance_type else None
@@ -181,7 +182,7 @@ def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[Atte
             used.append(AttemptUse(_count(a.get("attempt")), nodes, _count(a.get("ran_s")),
                                    a.get("job_id")))
         elif job.get("id") and job.get("id") not in closed:
-            running = job.get("status") not in ("SUCCEEDED", "FAILED")
+            running = job.get("status") not in ENDED_JOB_STATUSES
             used.append(AttemptUse(_count(a.get("attempt")), nodes,
                                    _count(job.get("running_s")), job.get("id"), running))
     return used
@@ -206,7 +207,7 @@ def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int)
     return replace(usage, attempts=attempts)
 
 
-def _file_system(plan: dict[str, Any], state: dict[str, Any], seconds: float, source: str
+def _file_system(plan: dict[str, Any], state: Mapping[str, Any], seconds: float, source: str
                  ) -> FileSystemUse | None:
     planned = _dict(plan.get("file_system"))
     lustre = _dict(planned.get("lustre_configuration"))
@@ -218,7 +219,8 @@ def _file_system(plan: dict[str, Any], state: dict[str, Any], seconds: float, so
                          source)
 
 
-def from_state(state: dict[str, Any], file_system_s: float, file_system_source: str) -> Usage:
+def from_state(state: Mapping[str, Any], file_system_s: float,
+               file_system_source: str) -> Usage:
     """What a run's state says it used: its attempts and its file system (for
     ``file_system_s``, measured by the caller)."""
     plan = _dict(state.get("plan"))

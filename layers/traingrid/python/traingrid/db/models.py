@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -29,20 +28,12 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from traingrid import clock
 from traingrid.db.base import Base, UtcDateTime
-from traingrid.vocabulary.campaign_fanout import PLACEMENTS, RegionJobStatus, RunStatus
+from traingrid.vocabulary.campaign_fanout import PLACEMENTS, RegionJobStatus
+from traingrid.vocabulary.statuses import ENDED_RUN_STATUSES, FANOUT_RUN_STATUSES, RunStatus
 
 REGION_JOB_STATUSES = tuple(status.value for status in RegionJobStatus)
 MONEY = Numeric(12, 6)
 S3_URI = String(2048)
-
-
-class TrainingRunStatus(StrEnum):
-    """How a TrainingRun execution ended (Step Functions' own words)."""
-
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    ABORTED = "ABORTED"
-    TIMED_OUT = "TIMED_OUT"
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -125,7 +116,7 @@ class CampaignRun(Base):
 
     __tablename__ = "campaign_runs"
     __table_args__ = (
-        CheckConstraint(_one_of("status", tuple(RunStatus)), name="status"),
+        CheckConstraint(_one_of("status", FANOUT_RUN_STATUSES), name="status"),
         CheckConstraint(_one_of("placement", PLACEMENTS), name="placement"),
         Index(None, "campaign_id", "started_at"),
     )
@@ -189,7 +180,7 @@ class TrainingRunRecord(Base):
 
     __tablename__ = "training_runs"
     __table_args__ = (
-        CheckConstraint(_one_of("status", tuple(TrainingRunStatus)), name="status"),
+        CheckConstraint(_one_of("status", ENDED_RUN_STATUSES), name="status"),
         Index(None, "started_at"),
     )
 

@@ -22,6 +22,7 @@ from enum import StrEnum
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.clock import iso, parse_iso
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
+from traingrid.vocabulary.statuses import LIVE_BATCH_STATUSES, LIVE_RUN_STATUSES, RunStatus
 
 FILE_SYSTEM = "fsx:file-system"
 BATCH_JOB = "batch:job"
@@ -34,9 +35,8 @@ RETAINED_TAG = "traingrid:retained"
 RETAINED_BY_JANITOR = "janitor-archive-failed"
 
 # Step Functions execution statuses under which the execution still owns its resources.
-RUNNING = frozenset({"RUNNING", "PENDING_REDRIVE"})
+RUNNING = LIVE_RUN_STATUSES
 GONE = "GONE"  # DescribeExecution knows no such execution (any more)
-LIVE_BATCH_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 BUSY_FILE_SYSTEM = frozenset({FileSystemLifecycle.CREATING, FileSystemLifecycle.UPDATING})
 BROKEN_FILE_SYSTEM = frozenset({FileSystemLifecycle.FAILED, FileSystemLifecycle.MISCONFIGURED})
 BUSY_EXPORT = frozenset({TaskLifecycle.PENDING, TaskLifecycle.EXECUTING, TaskLifecycle.CANCELING})
@@ -148,7 +148,7 @@ def decide(resources: Iterable[Resource], statuses: Mapping[str, str],
                 f"its {EXECUTION_TAG} tag names no execution of this stack" if arn
                 else f"it has no {EXECUTION_TAG} tag")))
             continue
-        status = statuses.get(arn, "RUNNING")  # type: ignore[arg-type]
+        status = statuses.get(arn, RunStatus.RUNNING)  # type: ignore[arg-type]
         if status in RUNNING:
             decisions.append(Decision(resource, Action.KEEP, f"its execution is {status}",
                                       status))
@@ -182,7 +182,7 @@ def _training_job(job: Resource, ended: str, now: datetime, retention: timedelta
 
 
 def _file_system(fs: Resource, ended: str, now: datetime, retention: timedelta) -> Outcome:
-    if fs.status == "DELETING":
+    if fs.status == FileSystemLifecycle.DELETING:
         return Action.KEEP, "it is being deleted", None
     if not fs.run:
         return (Action.KEEP, f"{ended}, but it has no {RUN_TAG} tag: the janitor cannot tell "

@@ -13,6 +13,7 @@ from traingrid.janitor.decide import GONE, RELEASING, RUNNING, Decision
 from traingrid.janitor.inventory import Inventory
 from traingrid.observability import logger
 from traingrid.training.outcome import as_dict, from_execution
+from traingrid.vocabulary.training_run import RecordedRun
 
 # How many of the newest TrainingRun executions each pass checks for a recorded outcome.
 RECENT_RUNS = 100
@@ -49,7 +50,7 @@ class Reconcile:
                 recorded.append(entry)
         return recorded
 
-    def training_runs(self, trigger: dict[str, Any]) -> list[dict[str, Any]]:
+    def training_runs(self, trigger: dict[str, Any]) -> list[RecordedRun]:
         """TrainingRuns that ended without recording their outcome: the execution that
         triggered this pass, those whose resources were found, and the newest ones of the
         state machine."""
@@ -69,7 +70,7 @@ class Reconcile:
             with transaction(self.inventory.database()) as session:
                 return TrainingRunRepository(session).missing(sorted(arns))
 
-        recorded = []
+        recorded: list[RecordedRun] = []
         for arn in self.attempts.attempt("reading the recorded training runs", unrecorded, []):
             status = self.inventory.status(arn)
             described = executions.get(arn)
@@ -84,7 +85,7 @@ class Reconcile:
                 recorded.append(entry)
         return recorded
 
-    def record_training_run(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def record_training_run(self, record: dict[str, Any]) -> RecordedRun | None:
         from traingrid.db.engine import transaction
         from traingrid.db.repositories import TrainingRunRepository
 

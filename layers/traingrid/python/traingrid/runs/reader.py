@@ -16,6 +16,7 @@ from traingrid.runs import listing
 from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
 from traingrid.settings import ApiSettings
 from traingrid.training.plan import outputs_prefix
+from traingrid.vocabulary.statuses import RunStatus
 
 # What Step Functions accepts as an execution name (and so what a run can be called).
 EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -45,7 +46,7 @@ class RunReader:
         pipeline, description = self.find(name)
         events = stepfunctions.execution_history(description["executionArn"])
         recorded = (self._recorded_cost(description["executionArn"])
-                    if pipeline == CAMPAIGN_FANOUT and description["status"] != "RUNNING"
+                    if pipeline == CAMPAIGN_FANOUT and description["status"] != RunStatus.RUNNING
                     else None)
         return run_view(pipeline, description, events, self.settings.data_bucket,
                         batch.describe_jobs, recorded)

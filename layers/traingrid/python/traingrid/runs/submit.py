@@ -20,6 +20,7 @@ from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
 from traingrid.runs.view import TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
+from traingrid.vocabulary.statuses import RunStatus
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
 DEDUP_WINDOW_MINUTES = 5
@@ -103,7 +104,7 @@ def start(submission: Submission) -> dict[str, Any]:
     return {
         "name": submission.name,
         "pipeline": submission.pipeline,
-        "status": "RUNNING" if existing is None else existing["status"],
+        "status": RunStatus.RUNNING if existing is None else existing["status"],
         "started": started,
         "execution_arn": arn,
         "console_url": console_url(arn),

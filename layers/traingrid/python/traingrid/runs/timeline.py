@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from traingrid import clock
+from traingrid.vocabulary.statuses import RunStatus
 
 # History event types that report a failure of the state they happen in.
 FAILURE_EVENTS = ("Failed", "TimedOut", "Aborted")
@@ -37,7 +38,7 @@ class Visit:
 
     def outcome(self, execution_status: str) -> str:
         if self.exited_at is None:
-            if self.kind == "Fail" or execution_status != "RUNNING":
+            if self.kind == "Fail" or execution_status != RunStatus.RUNNING:
                 return "failed"
             return "running"
         if not self.errors:

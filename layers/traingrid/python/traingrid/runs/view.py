@@ -14,6 +14,7 @@ from traingrid import clock
 from traingrid.costs import receipt
 from traingrid.runs.timeline import by_state, timeline, visits
 from traingrid.training.plan import archive_prefix
+from traingrid.vocabulary.statuses import RunStatus
 
 TRAINING_RUN = "TrainingRun"
 CAMPAIGN_FANOUT = "CampaignFanout"
@@ -149,7 +150,7 @@ def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]
     ``describe_jobs`` (Batch's DescribeJobs), each attempt's time from its job's own
     timestamps. An ended fan-out's regions are priced as its run ``recorded`` them (the
     campaign run's ``cost``): without calls to their regions."""
-    running = description["status"] == "RUNNING"
+    running = description["status"] == RunStatus.RUNNING
     ended = description.get("stopDate") or clock.service_now()
     if pipeline == TRAINING_RUN:
         usage = receipt.from_history(events, ended, running, seconds)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from traingrid.vocabulary.training_run import Attempt, PlanJob
+from traingrid.errors import TrainingJobStuck, TrainingTimedOut
+from traingrid.vocabulary.training_run import Attempt, PlanJob, TrainingJobState
 
 # What the trainer leaves on the file system under the run's output folder (the node image's
 # traingrid_node.metrics.CHECKPOINT_DIR and the trainer's checkpoint names, tested).
@@ -67,16 +68,16 @@ class Failure:
     summary: str  # a few words, for the attempt's record
 
 
-def classify(job: dict[str, Any]) -> Failure:
+def classify(job: TrainingJobState) -> Failure:
     """Why an attempt's job failed, from the training wait's state (``waits.JobState``)."""
     error, reason = job.get("error"), job.get("status_reason") or ""
     exit_code = job.get("exit_code")
-    if error == "TrainingJobStuck":
+    if error == TrainingJobStuck.__name__:
         # AWS's capacity error, when it said so before the runnable limit (training/capacity.py).
         said = f" ({job['capacity_code']})" if job.get("capacity_code") else ""
         return Failure(FailureKind.CAPACITY, f"no capacity{said}: waited "
                                              f"{job.get('waiting_s', 0) // 60} min in the queue")
-    if error == "TrainingTimedOut":
+    if error == TrainingTimedOut.__name__:
         return Failure(FailureKind.LIMIT, "over the training limit")
     if reason.startswith(HOST_GONE):
         return Failure(FailureKind.INFRASTRUCTURE, f"node lost: {reason}")
@@ -116,7 +117,7 @@ def with_nodes(job: PlanJob, nodes: int) -> PlanJob:
             "environment": {**job["environment"], "MPI_GPUS": str(mpi_gpus)}}
 
 
-def next_attempt(job_plan: PlanJob, job: dict[str, Any], checkpoint: str | None) -> PlanJob:
+def next_attempt(job_plan: PlanJob, job: TrainingJobState, checkpoint: str | None) -> PlanJob:
     """The job's plan after its attempt failed: ``resubmit`` says whether to submit again (on
     ``nodes``, resuming from ``checkpoint``, the newest checkpoint's path on the file system)
     and ``decision`` says why, in words. The attempts so far stay in ``attempts``, the ended

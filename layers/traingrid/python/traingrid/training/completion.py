@@ -9,6 +9,10 @@ costs at most one janitor interval and the timeout can be long. Either way the j
 events are hints, DescribeJobs is the truth — and the wait is completed only when the job is
 done, was just terminated, or the wait's timeout must change (a limit is near). Otherwise it
 stays parked and costs no state transition.
+
+``await_job`` takes AwaitTrainingJobEvent, a TypedDict checked by mypy, not parsed at run time:
+this function starts cold on every wait (pydantic would cost it ~80 ms), and its payload is
+the state machine's own state.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from traingrid.errors import AwsServiceError
 from traingrid.observability import logger, metrics
 from traingrid.settings import CompletionSettings
 from traingrid.training import capacity, waits
+from traingrid.vocabulary.statuses import BatchJobStatus
+from traingrid.vocabulary.training_run import AwaitTrainingJobEvent, TrainingWaitCheck
 
 
-def await_job(event: dict[str, Any], settings: CompletionSettings) -> dict[str, Any]:
+def await_job(event: AwaitTrainingJobEvent, settings: CompletionSettings) -> TrainingWaitCheck:
     """Park the execution's token for the job, then check the job once."""
     job = event["job"]
     wait = ParkedWait(job["id"], event["token"], {
@@ -45,10 +51,10 @@ def job_changed(job_id: str, status: str, settings: CompletionSettings) -> dict[
         # Not a TrainGrid wait (a node of the job, or the wait was already completed).
         return {"outcome": "no-wait", "job_id": job_id, "status": status}
     metrics.add_metric(name="JobEventReceived", unit="Count", value=1)
-    return check_and_wake(wait, settings)
+    return dict(check_and_wake(wait, settings))
 
 
-def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, Any]:
+def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> TrainingWaitCheck:
     description = batch.describe_job(wait.job_id)
     state, terminate = assess(wait, description, settings.fallback_s,
                               capacity_shortage(description))
@@ -64,7 +70,7 @@ def check_and_wake(wait: ParkedWait, settings: CompletionSettings) -> dict[str, 
 def capacity_shortage(description: dict[str, Any]) -> capacity.Shortage | None:
     """AWS's word that a RUNNABLE job will get no nodes, if it has said so. Only a hint: a
     failure to read it leaves the job to its runnable limit."""
-    if description.get("status") != "RUNNABLE":
+    if description.get("status") != BatchJobStatus.RUNNABLE:
         return None
     try:
         environments = aws_capacity.compute_environments(description["jobQueue"])
@@ -88,7 +94,7 @@ def assess(wait: ParkedWait, description: dict[str, Any], fallback_s: int,
     return state, terminate
 
 
-def wake(wait: ParkedWait, state: waits.JobState, table: str) -> dict[str, Any]:
+def wake(wait: ParkedWait, state: waits.JobState, table: str) -> TrainingWaitCheck:
     """Complete the wait with the job's state and forget it; a token already completed (the
     event and a reconcile both saw the end, or the wait timed out) is left quietly."""
     completed = stepfunctions.complete_task(wait.token, state.as_output())

@@ -8,9 +8,17 @@ goes straight into the Fail state, so the console shows what happened and what t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from traingrid.errors import (
+    AwsServiceError,
+    FileSystemNotDeleted,
+    ResourceNotFound,
+    UnknownFailure,
+)
 from traingrid.training.attempts import attempts_summary
+from traingrid.vocabulary.training_run import Explained
 
 # Step Functions caps a Fail state's cause at 32,768 characters.
 MAX_CAUSE = 32_000
@@ -18,9 +26,11 @@ THROTTLING_CODES = ("ThrottlingException", "TooManyRequestsException", "Throttli
                     "SlowDown", "RequestLimitExceeded")
 TIMEOUTS = ("Sandbox.Timedout", "States.Timeout", "Workflow.Timeout")
 SERVICES = ("FSx", "Batch", "SageMaker", "S3", "Lambda", "DynamoDB", "StepFunctions")
+# TrainGrid's own names for an AWS call that failed.
+AWS_ERRORS = (AwsServiceError.__name__, ResourceNotFound.__name__)
 
 
-def readable(failure: dict[str, Any]) -> tuple[str, str]:
+def readable(failure: Mapping[str, Any]) -> tuple[str, str]:
     """(error, message) from a Catch result; Lambda causes are JSON with an errorMessage.
 
     A Fail state may not raise ``States.*`` names, so those become ``Workflow.*``.
@@ -51,7 +61,7 @@ def advice(error: str, again: str = "start the run again") -> str | None:
         return ("A step did not finish within its time limit (a function's timeout, or a "
                 f"service that did not answer). What to do: {again}; if it times out again, "
                 "raise the step's Timeout in template.yaml")
-    if service in SERVICES or error in ("AwsServiceError", "ResourceNotFound"):
+    if service in SERVICES or error in AWS_ERRORS:
         return (f"{service or 'An AWS service'} refused a call of this step (see above: a quota, "
                 f"a permission or a resource that changed). What to do: fix that, then {again}")
     if error.startswith("Workflow."):
@@ -60,7 +70,7 @@ def advice(error: str, again: str = "start the run again") -> str | None:
     return None
 
 
-def primary(state: dict[str, Any]) -> tuple[str, str, str | None]:
+def primary(state: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """(error, cause, key of the failure it came from) of what ended the run."""
     job = state.get("job") or {}
     if "failure" in state:
@@ -70,11 +80,11 @@ def primary(state: dict[str, Any]) -> tuple[str, str, str | None]:
     if "archive_failure" in state:
         return (*readable(state["archive_failure"]), "archive_failure")
     if "release_failure" in state:
-        return "FileSystemNotDeleted", "", None
-    return "UnknownFailure", "the run ended without a recorded reason", None
+        return FileSystemNotDeleted.__name__, "", None
+    return UnknownFailure.__name__, "the run ended without a recorded reason", None
 
 
-def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
+def notes(state: Mapping[str, Any], primary_key: str | None) -> list[str]:
     """What else a person needs to know: kept or undeleted resources, archived artifacts."""
     job = state.get("job") or {}
     fs_id = (state.get("file_system") or {}).get("id")
@@ -120,7 +130,7 @@ def notes(state: dict[str, Any], primary_key: str | None) -> list[str]:
     return found
 
 
-def explain(state: dict[str, Any]) -> dict[str, str]:
+def explain(state: Mapping[str, Any]) -> Explained:
     error, cause, key = primary(state)
     what_to_do = advice(error)
     parts = ([cause] if cause else []) + ([what_to_do] if what_to_do else []) + notes(state, key)

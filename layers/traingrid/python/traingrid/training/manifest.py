@@ -1,6 +1,10 @@
 """Verify a run's archive in S3 against the job's output index, and write its manifest (the
 WriteManifest function, in CheckArchive and after an export task). Only that function and the
-janitor load the index model."""
+janitor load the index model.
+
+``write_manifest`` takes WriteManifestEvent and returns ArchiveState, TypedDicts checked by
+mypy: its input is the state machine's own state, so nothing is parsed at run time (the output
+index, which the job wrote, is: ``archive.parse_index``)."""
 
 from __future__ import annotations
 
@@ -11,11 +15,12 @@ from traingrid.aws import s3
 from traingrid.errors import ArchiveIncomplete
 from traingrid.training import archive
 from traingrid.training.plan import MANIFEST_NAME
+from traingrid.vocabulary.training_run import ArchiveState, WriteManifestEvent
 
 INDEX_MAX_BYTES = 8 * 1024 * 1024  # a job's output index: ~100 bytes a file
 
 
-def write_manifest(event: dict[str, Any]) -> dict[str, Any]:
+def write_manifest(event: WriteManifestEvent) -> ArchiveState:
     """Verify the archive in S3 against the job's output index and write the manifest of
     every archived object.
 

@@ -9,11 +9,18 @@ fields; what the run did not get to is None.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-FINAL_STATUSES = ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
+from traingrid.vocabulary.statuses import (
+    ENDED_RUN_STATUSES,
+    SELF_RECORDED_RUN_STATUSES,
+    RunStatus,
+)
+from traingrid.vocabulary.training_run import RecordedRun
+
 # Bounds of the columns: a value that does not fit is cut, never refused (the run is over).
 LIMITS = {"name": 80, "instance_type": 64, "job_id": 64, "job_status": 16,
           "file_system_id": 32, "retained_file_system": 32, "error": 128,
@@ -71,10 +78,10 @@ def _fitted(record: dict[str, Any]) -> dict[str, Any]:
             for key, value in record.items()}
 
 
-def from_state(state: dict[str, Any], status: str, execution_arn: str, started_at: datetime,
-               ended_at: datetime) -> dict[str, Any]:
+def from_state(state: Mapping[str, Any], status: str, execution_arn: str,
+               started_at: datetime, ended_at: datetime) -> dict[str, Any]:
     """The outcome the run's own state holds as it ends ``status`` (SUCCEEDED or FAILED)."""
-    if status not in ("SUCCEEDED", "FAILED"):
+    if status not in SELF_RECORDED_RUN_STATUSES:
         raise ValueError(f"a run records itself SUCCEEDED or FAILED, not {status!r}")
     plan, job = _dict(state.get("plan")), _dict(state.get("job"))
     planned_job, estimate = _dict(plan.get("job")), _dict(plan.get("estimate"))
@@ -111,8 +118,8 @@ def from_state(state: dict[str, Any], status: str, execution_arn: str, started_a
         "archived_objects": _int(archive.get("objects")) if manifest else None,
         "archived_bytes": _int(archive.get("bytes"), 2**63 - 1) if manifest else None,
         "retained_file_system": _text(retained.get("file_system_id")),
-        "error": _text(explained.get("error")) if status == "FAILED" else None,
-        "failure_cause": _text(explained.get("cause")) if status == "FAILED" else None,
+        "error": _text(explained.get("error")) if status == RunStatus.FAILED else None,
+        "failure_cause": _text(explained.get("cause")) if status == RunStatus.FAILED else None,
         "recorded_by": "run",
     })
 
@@ -129,13 +136,13 @@ def from_execution(described: dict[str, Any], cause: str | None = None) -> dict[
     succeeded run's output (its summary), the error and cause it ended with, or ``cause``
     (what the janitor found and did) when it ended without one."""
     status = described["status"]
-    if status not in FINAL_STATUSES:
+    if status not in ENDED_RUN_STATUSES:
         raise ValueError(f"execution {described.get('executionArn')} has not ended: {status}")
     request = _dict(_json(described.get("input")).get("request"))
-    summary = _json(described.get("output")) if status == "SUCCEEDED" else {}
+    summary = _json(described.get("output")) if status == RunStatus.SUCCEEDED else {}
     manifest = _text(summary.get("manifest"))
     arn = described["executionArn"]
-    failed = status != "SUCCEEDED"
+    failed = status != RunStatus.SUCCEEDED
     return _fitted({
         "execution_arn": arn,
         "name": _text(described.get("name")) or run_name(arn),
@@ -164,7 +171,7 @@ def from_execution(described: dict[str, Any], cause: str | None = None) -> dict[
     })
 
 
-def as_dict(record: Any) -> dict[str, Any]:
+def as_dict(record: Any) -> RecordedRun:
     """A stored record as JSON-ready values (what the record step returns)."""
     return {
         "execution_arn": record.execution_arn, "name": record.name, "status": record.status,

@@ -1,5 +1,10 @@
 """The TrainingRun's Plan step: validate the request, size the dataset in S3, plan the run.
-Only the Plan function loads the request models."""
+Only the Plan function loads the request models.
+
+The step takes PlanRunEvent (a TypedDict: the execution's name and ARN, which Step Functions
+fills in, and the request as sent) and returns the RunPlan. The request, the one untrusted
+part, is parsed once with the TrainingRunRequest model (pydantic, as Powertools' parser does,
+but reporting every problem as RequestInvalid); the plan is made from the model."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from traingrid.training.run_request import (
     parse_request,
     require_runnable_here,
 )
-from traingrid.vocabulary.training_run import RunPlan
+from traingrid.vocabulary.training_run import PlanRunEvent, RunPlan
 
 if TYPE_CHECKING:
     from traingrid.settings import Settings
@@ -34,7 +39,7 @@ def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
     return DatasetSize(objects, total)
 
 
-def plan(event: dict[str, Any], settings: Settings) -> RunPlan:
+def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
     # Whoever may start an execution can send any request: a command only where the stack
     # takes them (manifests are refused one earlier, by the trigger).
     try:

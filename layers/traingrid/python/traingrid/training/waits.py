@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.errors import (
@@ -18,10 +18,24 @@ from traingrid.errors import (
     ExportTimedOut,
     FileSystemFailed,
     HydrateTimedOut,
+    TrainingJobFailed,
+    TrainingJobStuck,
+    TrainingTimedOut,
 )
 from traingrid.training.capacity import Shortage
 from traingrid.training.job_shape import last_attempt_container
-from traingrid.vocabulary.training_run import ExportState, FileSystemState, PollState
+from traingrid.vocabulary.statuses import (
+    ENDED_JOB_STATUSES,
+    ON_NODES,
+    WAITING_FOR_CAPACITY,
+    BatchJobStatus,
+)
+from traingrid.vocabulary.training_run import (
+    ExportState,
+    FileSystemState,
+    PollState,
+    TrainingJobState,
+)
 
 
 @dataclass(frozen=True)
@@ -106,9 +120,6 @@ def check_file_system(
 # which the job is checked once and the wait starts again, so a lost event costs at most one
 # timeout. The decisions below run on every check, whatever woke it.
 
-WAITING_FOR_CAPACITY = ("SUBMITTED", "PENDING", "RUNNABLE")
-ON_NODES = ("STARTING", "RUNNING")
-TERMINAL = ("SUCCEEDED", "FAILED")
 # A wait that ends at a limit ends this much after it, so the check that follows sees it passed.
 LIMIT_MARGIN_S = 30
 # The shortest wait, and the wait for a job told to terminate to report FAILED.
@@ -129,7 +140,7 @@ class JobState:
 
     id: str
     name: str
-    status: str = "SUBMITTED"
+    status: BatchJobStatus = BatchJobStatus.SUBMITTED
     checks: int = 0
     wait_s: int = 0  # the timeout of the wait the execution is in (TimeoutSecondsPath)
     waiting_s: int = 0
@@ -146,16 +157,18 @@ class JobState:
     capacity_code: str | None = None
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> JobState:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    def of(cls, data: Mapping[str, Any]) -> JobState:
+        state = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        state.status = BatchJobStatus(state.status)
+        return state
 
     @property
     def done(self) -> bool:
-        return self.status in TERMINAL
+        return self.status in ENDED_JOB_STATUSES
 
-    def as_output(self) -> dict[str, Any]:
+    def as_output(self) -> TrainingJobState:
         """The wait's state as the execution carries it."""
-        return asdict(self) | {"done": self.done}
+        return cast(TrainingJobState, asdict(self) | {"done": self.done})
 
 
 def runnable_diagnosis(job: JobState, description: dict[str, Any], plan_job: dict[str, Any],
@@ -232,28 +245,28 @@ def check_training_job(
     """Update the wait's state in place from a DescribeJobs entry (and, for a queued job,
     AWS's word that no capacity will come); True when the job must be terminated (stuck in
     the queue or over its training limit)."""
-    state.status = description["status"]
+    state.status = BatchJobStatus(description["status"])
     state.checks += 1
     measure_job(state, description, now_ms)
     if state.status in ON_NODES:
         state.started = True
     if state.error is None:
         if state.status in WAITING_FOR_CAPACITY and state.waiting_s > limits["runnable_s"]:
-            state.error = "TrainingJobStuck"
+            state.error = TrainingJobStuck.__name__
             state.cause = runnable_diagnosis(state, description, plan_job, limits["runnable_s"])
         elif state.status in WAITING_FOR_CAPACITY and shortage is not None:
-            state.error, state.capacity_code = "TrainingJobStuck", shortage.code
+            state.error, state.capacity_code = TrainingJobStuck.__name__, shortage.code
             state.cause = shortage_diagnosis(state, description, plan_job, shortage)
         elif state.status in ON_NODES and state.running_s > limits["training_s"]:
-            state.error = "TrainingTimedOut"
+            state.error = TrainingTimedOut.__name__
             state.cause = (
                 f"Batch job {state.name} ({state.id}) ran {state.running_s // 3600} h, over "
                 f"timeouts.training_hours = {limits['training_s'] / 3600:g}, and was "
                 "terminated. Its outputs so far are archived; raise the limit or resume "
                 "from the last checkpoint."
             )
-        elif state.status == "FAILED":
-            state.error = "TrainingJobFailed"
+        elif state.status == BatchJobStatus.FAILED:
+            state.error = TrainingJobFailed.__name__
             state.cause = failure_cause(description)
             state.exit_code = main_container(description).get("exitCode")
             state.status_reason = description.get("statusReason")

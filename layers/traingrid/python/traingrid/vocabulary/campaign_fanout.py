@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
-from traingrid.vocabulary.training_run import PollState
+from traingrid.vocabulary.statuses import RunStatus
+from traingrid.vocabulary.training_run import PollState, StepFailure
 
 
 class Placement(StrEnum):
@@ -54,14 +55,6 @@ class DataInput(TypedDict):
 FINAL_JOB_STATUSES = frozenset(
     {RegionJobStatus.COMPLETED, RegionJobStatus.FAILED, RegionJobStatus.STOPPED})
 LIVE_REGION_JOB_STATUSES = (RegionJobStatus.IN_PROGRESS, RegionJobStatus.STOPPING)
-
-
-class RunStatus(StrEnum):
-    """Where a fan-out's run stands (``FinishFanout``'s ``status`` is one of the last two)."""
-
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
 
 
 @dataclass(frozen=True)
@@ -107,6 +100,28 @@ class RegionJobPlan:
         return {**asdict(self), "fallbacks": list(self.fallbacks)}
 
 
+class Upload(TypedDict):
+    """A large object's multipart copy in progress (``campaigns.staging``)."""
+
+    key: str  # the source key
+    size: int
+    upload_id: str
+    next_part: int  # 1-based: the first part not copied yet
+
+
+class Staging(TypedDict):
+    """How far a region's data has been copied into the region its job trains in."""
+
+    region: str  # where it is being copied to
+    target: str  # s3://bucket/prefix/ there
+    after: str  # the last source key copied in full ("" before the first)
+    objects: int
+    bytes: int
+    calls: int
+    done: bool
+    upload: NotRequired[Upload | None]
+
+
 class Move(TypedDict):
     """A region the branch left, and why."""
 
@@ -143,14 +158,14 @@ class RegionJob(TypedDict):
     input_reason: NotRequired[str]
     attempt: int
     tried: list[Move]
-    status: str  # a RegionJobStatus value
+    status: RegionJobStatus
     reason: NotRequired[str]  # the branch's latest failure
     job_name: NotRequired[str]
     job_arn: NotRequired[str]
     s3_input: NotRequired[str]
     staged_bytes: NotRequired[int]  # copied into the job's region (0: trains where the data is)
     staged_region: NotRequired[str]  # where the data is (the data's region, or its copy's)
-    staging: NotRequired[Any]  # campaigns.staging.Staging: the copy in progress
+    staging: NotRequired[Staging]  # the copy in progress
     started_at: NotRequired[str]
     poll: NotRequired[PollState]
     secondary_status: NotRequired[str | None]
@@ -160,7 +175,7 @@ class RegionJob(TypedDict):
 class RegionJobCheck(TypedDict):
     """What one check of a region's SageMaker job adds to the job."""
 
-    status: str
+    status: RegionJobStatus
     secondary_status: str | None
     poll: PollState
     reason: NotRequired[str]
@@ -178,19 +193,34 @@ class FanoutPlan(TypedDict):
 
 
 class RegionJobEvent(TypedDict):
-    """What the Map hands each region's step."""
+    """The input of a step of one region's branch that needs only the job (CheckRegionJob,
+    StopRegionJob, NextRegion)."""
 
     job: RegionJob
+
+
+class StageInputEvent(RegionJobEvent):
     campaign: str
+    buckets: dict[str, str]  # the artifact bucket of every region a job may train in
+
+
+class LaunchRegionJobEvent(StageInputEvent):
     execution_name: str
     execution_arn: str
-    buckets: dict[str, str]
+
+
+class RegionJobStop(TypedDict):
+    """StopRegionJob's output (``$.stopped``): whether it stopped a job, and why (not)."""
+
+    stopped: bool
+    reason: str
 
 
 class RecordRegionJobEvent(RegionJobEvent):
     """RecordRegionJob's input: the branch's job, and its failure if a step of it failed."""
 
-    failure: NotRequired[dict[str, Any]]
+    execution_arn: str
+    failure: NotRequired[StepFailure]
 
 
 class RegionResult(TypedDict):
@@ -198,7 +228,7 @@ class RegionResult(TypedDict):
 
     region: str
     requested_region: str
-    status: str  # a final RegionJobStatus value
+    status: RegionJobStatus  # a final one
     job_name: str | None
     job_arn: str | None
     artifacts: str | None
@@ -207,8 +237,45 @@ class RegionResult(TypedDict):
     cause: str | None
 
 
+class FanoutResults(TypedDict):
+    """``$.plan`` once the fan-out has run: each region's result in place of its job."""
+
+    run: str
+    placement: str
+    jobs: list[RegionResult]
+    buckets: dict[str, str]
+    max_concurrency: int
+
+
+class PlanFanoutEvent(TypedDict):
+    """PlanFanout's input: the campaign and the whole execution input (``input.options``
+    holds a requested fan-out's options)."""
+
+    campaign: object  # as sent: anyone allowed to start an execution sends what they like
+    input: dict[str, Any]
+    execution_arn: str
+    execution_name: str
+
+
+class FanoutState(TypedDict, total=False):
+    """The execution's state as FinishFanout sees it: what PlanFanout planned and the regions
+    did (``plan``), or the step failure that broke the fan-out off (``failure``)."""
+
+    campaign: object  # as the execution's input sent it
+    plan: FanoutResults  # the planned jobs still, when ``failure`` says the Map broke off
+    failure: StepFailure
+
+
+class FinishFanoutEvent(TypedDict):
+    state: FanoutState
+    execution_arn: str
+    started_at: str  # the execution's start, ISO 8601
+
+
 class FanoutOutcome(TypedDict):
-    status: str  # a final RunStatus value
+    """FinishFanout's output (``$.outcome``)."""
+
+    status: RunStatus  # SUCCEEDED or FAILED
     error: str | None
     cause: str | None
-    jobs: list[Any]
+    jobs: list[RegionResult]

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from traingrid.vocabulary.statuses import BatchJobStatus, RunStatus
+
+
+class StepFailure(TypedDict):
+    """What a Catch puts at its ResultPath (``$.failure``, ``$.archive_failure``…)."""
+
+    Error: str
+    Cause: NotRequired[str]
+
 
 class PollState(TypedDict):
     """A poll loop's progress (``waits.Poll``)."""
@@ -159,12 +168,84 @@ class CheckFileSystemEvent(TypedDict):
 class CheckExportEvent(TypedDict):
     export: ExportState
     plan: RunPlan
+    file_system: FileSystemState  # passed, not read
+
+
+class TrainingJobState(TypedDict):
+    """The training wait's state (``$.job``, ``waits.JobState.as_output``). SubmitTrainingJob
+    starts it with the job's id and name; every check of the job fills in the rest."""
+
+    id: str
+    name: str
+    status: BatchJobStatus
+    checks: int
+    wait_s: int  # the timeout of the wait the execution is in (TimeoutSecondsPath)
+    started: bool
+    done: bool
+    waiting_s: NotRequired[int]
+    running_s: NotRequired[int]
+    terminated: NotRequired[bool]
+    error: NotRequired[str | None]  # an error of errors.py by name (TrainingJobStuck…)
+    cause: NotRequired[str | None]
+    exit_code: NotRequired[int | None]
+    status_reason: NotRequired[str | None]
+    capacity_code: NotRequired[str | None]
+    # NextAttempt's addition: the pre-flight check's verdict, when the job failed it.
+    preflight: NotRequired[str | None]
+
+
+class PlanRunEvent(TypedDict):
+    """Plan's input: the request as the execution's input holds it (anyone allowed to start
+    an execution sends what they like: the Plan step validates it) and the execution."""
+
+    request: Any
+    run: str  # the execution's name
+    execution_arn: str
+
+
+class AwaitTrainingJobEvent(TypedDict):
+    """AwaitTrainingJob's payload: the task token to park and what a check of the job needs."""
+
+    token: str
+    job: TrainingJobState
+    plan_job: PlanJob
+    limits: PlanLimits
+
+
+class TrainingWaitCheck(TypedDict):
+    """What one check of the training wait did (``outcome``: waiting, completed,
+    stale-token) and the wait's state after it."""
+
+    outcome: str
+    job: TrainingJobState
 
 
 class NextAttemptEvent(TypedDict):
     plan_job: PlanJob
-    job: dict[str, Any]  # the training wait's state (waits.JobState)
+    job: TrainingJobState
     archive: PlanArchive
+
+
+class WriteManifestEvent(TypedDict):
+    """CheckArchive's input (before any export task) and WriteManifest's (after one)."""
+
+    plan: RunPlan
+    job: TrainingJobState
+    file_system: FileSystemState
+    export: NotRequired[ExportState]
+
+
+class ArchiveState(TypedDict):
+    """CheckArchive's and WriteManifest's output (``$.archive``): the manifest once the
+    archive is complete, else what the job's output index says is missing."""
+
+    complete: bool
+    indexed: NotRequired[int | None]  # files in the job's output index (None: no index)
+    missing: NotRequired[int]
+    archived_by: NotRequired[str]  # "training job" or "export task"
+    manifest: NotRequired[str]  # s3:// URI of runs/<run>/manifest.json
+    objects: NotRequired[int]
+    bytes: NotRequired[int]
 
 
 class RetainFileSystemEvent(TypedDict):
@@ -178,3 +259,50 @@ class Retained(TypedDict):
     file_system_id: str
     expires_at: str
     where: str
+
+
+class Explained(TypedDict):
+    """ExplainFailure's output (``$.explained``): the Fail state's error and cause."""
+
+    error: str
+    cause: str
+
+
+class TrainingRunState(TypedDict, total=False):
+    """The execution's whole state as the record step sees it: whatever the run got to (a
+    run that failed early has little of it), and the failures its Catches kept."""
+
+    request: dict[str, Any]
+    plan: RunPlan
+    file_system: FileSystemState
+    job: TrainingJobState
+    archive: ArchiveState
+    export: ExportState
+    retained: Retained
+    explained: Explained
+    failure: StepFailure
+    archive_failure: StepFailure
+
+
+class ExplainFailureEvent(TypedDict):
+    execution: TrainingRunState  # the execution's whole state
+
+
+class RecordRunEvent(TypedDict):
+    """RecordSuccess's and RecordFailure's input."""
+
+    status: RunStatus  # SUCCEEDED or FAILED
+    state: TrainingRunState
+    execution_arn: str
+    started_at: NotRequired[str]  # the execution's start, ISO 8601
+
+
+class RecordedRun(TypedDict):
+    """What the record step returns: the run as the campaign database now holds it."""
+
+    execution_arn: str
+    name: str
+    status: RunStatus
+    recorded_by: str
+    artifacts: str | None
+    error: str | None

@@ -124,7 +124,6 @@ lint: install
 typecheck: install $(TRAINER_VENV)/.installed
 	$(BIN)/mypy layers/traingrid/python/traingrid
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done  # each is "app"
-	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done  # each is "app"
 	$(BIN)/mypy --strict containers/mnp/traingrid_node
 	$(BIN)/mypy src/traingrid_local
 	$(BIN)/mypy --python-executable $(TRAINER_VENV)/bin/python containers/mnp/traingrid_trainer

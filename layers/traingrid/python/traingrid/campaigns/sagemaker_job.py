@@ -103,7 +103,7 @@ def data_input(size: int, objects: int) -> DataInput:
         volume = min(MAX_VOLUME_GB, max(MIN_VOLUME_GB, math.ceil(
             size / GIB * (1 + DATA_MARGIN) + CHECKPOINTS_AND_MODEL_GB)))
         return DataInput(
-            input_mode=InputMode.FILE.value, volume_size_gb=volume, input_reason=(
+            input_mode=InputMode.FILE, volume_size_gb=volume, input_reason=(
                 f"File: {data} is at most {size_text(FILE_MODE_MAX_BYTES)}, so each instance "
                 f"copies it once before training and every epoch reads local disk; {volume} GB "
                 f"volume: the data, {CHECKPOINTS_AND_MODEL_GB} GB for checkpoints and the "
@@ -115,7 +115,7 @@ def data_input(size: int, objects: int) -> DataInput:
     if objects and size / objects < SMALL_OBJECT_BYTES:
         reason += (f"; its objects average {size_text(size / objects)} and FastFile fetches "
                    "each as it is first read: larger shards would read faster")
-    return DataInput(input_mode=InputMode.FAST_FILE.value, volume_size_gb=MIN_VOLUME_GB,
+    return DataInput(input_mode=InputMode.FAST_FILE, volume_size_gb=MIN_VOLUME_GB,
                      input_reason=reason)
 
 

@@ -47,7 +47,7 @@ class InputMode(StrEnum):
 class DataInput(TypedDict):
     """The plan's choice of input mode and volume for a region's job, and why."""
 
-    input_mode: str  # an InputMode value
+    input_mode: InputMode
     volume_size_gb: int
     input_reason: str
 
@@ -153,7 +153,7 @@ class RegionJob(TypedDict):
     copy_from: str | None
     hyperparameters: dict[str, Any]
     image_tag: NotRequired[str | None]  # another tag of the training image, for this region
-    input_mode: NotRequired[str]  # DataInput's fields: how the job reads its data, and why
+    input_mode: NotRequired[InputMode]  # DataInput's fields: how the job reads its data, why
     volume_size_gb: NotRequired[int]
     input_reason: NotRequired[str]
     attempt: int

@@ -1,4 +1,5 @@
-"""`traingrid --help` and every command's help, read as a user reads them at 100 columns.
+"""`traingrid --help` and every command's help, read as a user reads them at 80 and 100
+columns.
 
 The help renders its markup (no RST or Markdown marks left in it), lists every command with a
 summary that is its docstring's whole first paragraph and ends a sentence, shows no type beside
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 from traingrid_local.cli.main import app
 
 WIDTH = 100
-ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": None, "FORCE_COLOR": None, "NO_COLOR": "1"}
+WIDTHS = (80, WIDTH)  # a common terminal, and a wide one
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 EXTRAS = re.compile(r"\[(default|env var): [^\]]*\]|\[required\]")
 runner = CliRunner()
@@ -29,8 +30,9 @@ group = typer.main.get_command(app)
 COMMANDS = group.list_commands(typer.Context(group))
 
 
-def help_screen(*command: str) -> str:
-    result = runner.invoke(app, [*command, "--help"], prog_name="traingrid", env=ENV)
+def help_screen(*command: str, width: int = WIDTH) -> str:
+    env = {"COLUMNS": str(width), "FORCE_COLOR": None, "NO_COLOR": "1"}
+    result = runner.invoke(app, [*command, "--help"], prog_name="traingrid", env=env)
     assert result.exit_code == 0, result.output
     return ANSI.sub("", result.output)
 
@@ -78,8 +80,9 @@ def description(screen: str) -> str:
     return words(" ".join(lines[usage + 1:first_panel]))
 
 
-def test_the_first_screen_lists_every_command_with_its_whole_summary():
-    screen = help_screen()
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_first_screen_lists_every_command_with_its_whole_summary(width):
+    screen = help_screen(width=width)
     rows = panel(screen, "Commands")
     column = len(re.match(r"\S+\s+", rows[0]).group(0))
     summaries = column_texts(rows, column)
@@ -107,9 +110,10 @@ def test_help_renders_its_markup_and_shows_no_type_beside_a_flag(command):
             assert not re.search(r"<[^>]+>", row), row
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_help_texts_wrap_between_words_and_are_whole(command):
-    screen = help_screen(command)
+def test_help_texts_wrap_between_words_and_are_whole(command, width):
+    screen = help_screen(command, width=width)
     cmd = group.get_command(typer.Context(group), command)
     assert description(screen) == words(cmd.help or "")
     ctx = typer.Context(cmd)
@@ -134,7 +138,8 @@ def test_the_installed_command_shows_the_same_first_screen():
     installed = Path(sys.executable).with_name("traingrid")
     if not installed.exists():
         pytest.skip(f"{installed} is not installed (pip install -e .)")
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TERMINAL_WIDTH")}
+    # The same environment as this process's help screens (Typer reads some of it at import).
+    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
     shown = subprocess.run([str(installed), "--help"], capture_output=True, text=True,
                            env=env | {"COLUMNS": str(WIDTH), "NO_COLOR": "1"}, check=True,
                            timeout=60).stdout

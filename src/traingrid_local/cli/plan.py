@@ -95,8 +95,8 @@ def plan_table(plan: dict[str, Any]) -> Table:
 @commands.command()
 def plan(
     manifest: Annotated[Path | None, typer.Option(
-        help="A JSON request (schema/training-run-request.schema.json), as a manifest or "
-             "POST /runs takes it.")] = None,
+        help="A JSON request, as a manifest or POST /runs takes it (its JSON Schema is in "
+             "schema/).")] = None,
     dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
     instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,

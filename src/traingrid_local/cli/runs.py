@@ -142,8 +142,8 @@ def request_body(file: Path | None, fields: dict[str, Any], command: str = "subm
 @commands.command()
 def submit(
     file: Annotated[Path | None, typer.Argument(
-        help="A JSON request (schema/training-run-request.schema.json, or "
-             "campaign-fanout-request.schema.json with --campaign).")] = None,
+        help="A JSON request: a TrainingRun's, or with --campaign a fan-out's (their JSON "
+             "Schemas are in schema/).")] = None,
     dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
     name: Annotated[str | None, typer.Option(help="Run name (derived when absent).")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,

@@ -203,3 +203,17 @@ def test_backend_names_and_exit_codes_of_either_backend():
     assert last_attempt_container(ecs)["exitCode"] == 1
     assert last_attempt_container(eks)["exitCode"] == 75
     assert last_attempt_container({}) == {}
+
+
+def test_cfn_lint_is_clean_with_the_backend_on():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run(
+        [str(cfn_lint), str(PROJECT_ROOT / "template.yaml"), "--parameters",
+         f"EksClusterName={CLUSTER}", "EksNamespace=traingrid", "VpcId=vpc-12345678",
+         "TrainingSubnetIds=subnet-12345678,subnet-87654321"],
+        capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

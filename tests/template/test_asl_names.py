@@ -1,7 +1,7 @@
 """The state machines and the code speak the same names: every error the ASL matches or reports
-is one of ``traingrid.errors``, every status it writes is a member of its enum, and every
-function's Parameters are the keys of the TypedDict its step takes. A rename on either side
-fails here. (What a Choice compares with StringEquals is held to its enum in test_template.)
+is one of ``traingrid.errors``, every status it compares or writes is a member of its enum,
+and every function's Parameters are the keys of the TypedDict its step takes. A rename on
+either side fails here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import sqlalchemy.exc
 
 from tests.template.test_template import all_states, state_machines
 from traingrid import errors
+from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
+from traingrid.training.job_shape import Backend
 from traingrid.vocabulary import campaign_fanout, training_run
+from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 from traingrid.vocabulary.statuses import BatchJobStatus, RunStatus
 
 # Errors Step Functions and the AWS services name (Service.Code): not TrainGrid's to define.
@@ -117,6 +120,33 @@ def test_every_status_the_asl_writes_is_a_member_of_its_enum(template):
     assert len(written) >= 4
     wrong = [w for w in written if w[2] not in {m.value for m in w[3]}]
     assert not wrong, f"statuses no enum holds: {wrong}"
+
+
+# What each Choice compares with StringEquals, and the enum whose values it may be.
+COMPARED_ENUMS: dict[str, type[StrEnum]] = {
+    "$.job.status": RegionJobStatus,
+    "$.outcome.status": RunStatus,
+    "$.file_system.lifecycle": FileSystemLifecycle,
+    "$.export.lifecycle": TaskLifecycle,
+    "$.plan.job.backend": Backend,
+}
+
+
+def string_comparisons(rule: dict[str, Any]) -> list[tuple[str, str]]:
+    """(Variable, StringEquals) of a Choice rule and of every rule nested in And/Or/Not."""
+    found = [(rule["Variable"], rule["StringEquals"])] if "StringEquals" in rule else []
+    for nested in [*rule.get("And", []), *rule.get("Or", []), *filter(None, [rule.get("Not")])]:
+        found += string_comparisons(nested)
+    return found
+
+
+def test_every_string_a_choice_compares_is_a_value_of_its_enum(template):
+    compared = [(machine, name, variable, value) for machine, name, state in states(template)
+                for rule in state.get("Choices", [])
+                for variable, value in string_comparisons(rule)]
+    assert {c[2] for c in compared} == set(COMPARED_ENUMS), "map each compared path to its enum"
+    wrong = [c for c in compared if c[3] not in {m.value for m in COMPARED_ENUMS[c[2]]}]
+    assert not wrong, f"compared with a value no enum holds: {wrong}"
 
 
 def function_tasks(template: dict[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:

@@ -16,15 +16,11 @@ import yaml
 
 from tests.iam_actions import as_list, statements, with_attached
 from traingrid.api import resolver
-from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.campaigns.fanout_request import FanoutRequest
 from traingrid.settings import ApiSettings
-from traingrid.training.job_shape import Backend
 from traingrid.training.plan import DEFAULT_TRAIN_COMMAND, job_environment
 from traingrid.training.run_request import TrainingRunRequest
-from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
-from traingrid.vocabulary.statuses import RunStatus
 from traingrid_local.emulator.deploy import (
     TEMPLATE,
     load_template,
@@ -418,36 +414,6 @@ def test_every_function_logs_to_the_stacks_encrypted_log_group(translated):
         assert group == "FunctionLogGroup", logical_id
     group = resources["FunctionLogGroup"]["Properties"]
     assert {"KmsKeyId", "RetentionInDays"} <= set(group)
-
-
-# What each Choice compares with StringEquals, and the enum whose values it may be.
-COMPARED_ENUMS = {
-    "$.job.status": RegionJobStatus,
-    "$.outcome.status": RunStatus,
-    "$.file_system.lifecycle": FileSystemLifecycle,
-    "$.export.lifecycle": TaskLifecycle,
-    "$.plan.job.backend": Backend,
-}
-
-
-def string_comparisons(rule: dict[str, Any]) -> list[tuple[str, str]]:
-    """(Variable, StringEquals) of a Choice rule and of every rule nested in And/Or/Not."""
-    found = [(rule["Variable"], rule["StringEquals"])] if "StringEquals" in rule else []
-    for nested in [*rule.get("And", []), *rule.get("Or", []), *filter(None, [rule.get("Not")])]:
-        found += string_comparisons(nested)
-    return found
-
-
-def test_every_string_a_choice_compares_is_a_value_of_its_enum():
-    compared = []
-    for path in sorted((ROOT / "statemachines").glob("*.asl.json")):
-        for name, state in all_states(json.loads(path.read_text())).items():
-            for rule in state.get("Choices", []):
-                compared += [(path.name, name, variable, value)
-                             for variable, value in string_comparisons(rule)]
-    assert {c[2] for c in compared} == set(COMPARED_ENUMS), "map each compared path to its enum"
-    wrong = [c for c in compared if c[3] not in {m.value for m in COMPARED_ENUMS[c[2]]}]
-    assert not wrong, f"compared with a value no enum holds: {wrong}"
 
 
 def test_the_job_definition_runs_the_trainer_sized_to_what_its_node_registers(template):

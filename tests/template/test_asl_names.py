@@ -17,11 +17,15 @@ import sqlalchemy.exc
 
 from tests.template.test_template import all_states, state_machines
 from traingrid import errors
-from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.training.job_shape import Backend
 from traingrid.vocabulary import campaign_fanout, training_run
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
-from traingrid.vocabulary.statuses import BatchJobStatus, RunStatus
+from traingrid.vocabulary.statuses import (
+    BatchJobStatus,
+    FileSystemLifecycle,
+    RunStatus,
+    TaskLifecycle,
+)
 
 # Errors Step Functions and the AWS services name (Service.Code): not TrainGrid's to define.
 SERVICES = {"States", "Lambda", "Batch", "FSx", "SageMaker", "S3", "DynamoDB", "StepFunctions",

@@ -19,10 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.clock import iso, parse_iso
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
-from traingrid.vocabulary.statuses import LIVE_BATCH_STATUSES, LIVE_RUN_STATUSES, RunStatus
+from traingrid.vocabulary.statuses import (
+    LIVE_BATCH_STATUSES,
+    LIVE_RUN_STATUSES,
+    FileSystemLifecycle,
+    RunStatus,
+    TaskLifecycle,
+)
 
 FILE_SYSTEM = "fsx:file-system"
 BATCH_JOB = "batch:job"

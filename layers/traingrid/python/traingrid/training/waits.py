@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
-from traingrid.aws.fsx_lifecycle import FileSystemLifecycle, TaskLifecycle
 from traingrid.errors import (
     ExportFailed,
     ExportTimedOut,
@@ -29,6 +28,8 @@ from traingrid.vocabulary.statuses import (
     ON_NODES,
     WAITING_FOR_CAPACITY,
     BatchJobStatus,
+    FileSystemLifecycle,
+    TaskLifecycle,
 )
 from traingrid.vocabulary.training_run import (
     ExportState,

@@ -2,8 +2,8 @@
 
 StrEnums: a member equals the service's string and serialises as it, so the execution's JSON,
 the database's columns and DescribeExecution/DescribeJobs answers compare with them unchanged.
-(A region's SageMaker job is ``campaign_fanout.RegionJobStatus``; a file system's and an
-export's lifecycles are ``aws.fsx_lifecycle``'s.) Standard library only.
+(A region's SageMaker job is ``campaign_fanout.RegionJobStatus``.) Standard library only, so
+that pure decisions (the hydrate and export loops, the janitor) name them without boto3.
 """
 
 from __future__ import annotations
@@ -52,3 +52,26 @@ WAITING_FOR_CAPACITY = (BatchJobStatus.SUBMITTED, BatchJobStatus.PENDING,
 ON_NODES = (BatchJobStatus.STARTING, BatchJobStatus.RUNNING)
 ENDED_JOB_STATUSES = (BatchJobStatus.SUCCEEDED, BatchJobStatus.FAILED)
 LIVE_BATCH_STATUSES = (*WAITING_FOR_CAPACITY, *ON_NODES)
+
+
+class FileSystemLifecycle(StrEnum):
+    """DescribeFileSystems' ``Lifecycle``."""
+
+    AVAILABLE = "AVAILABLE"
+    CREATING = "CREATING"
+    FAILED = "FAILED"
+    DELETING = "DELETING"
+    MISCONFIGURED = "MISCONFIGURED"
+    MISCONFIGURED_UNAVAILABLE = "MISCONFIGURED_UNAVAILABLE"
+    UPDATING = "UPDATING"
+
+
+class TaskLifecycle(StrEnum):
+    """DescribeDataRepositoryTasks' ``Lifecycle`` (an export's)."""
+
+    PENDING = "PENDING"
+    EXECUTING = "EXECUTING"
+    FAILED = "FAILED"
+    SUCCEEDED = "SUCCEEDED"
+    CANCELED = "CANCELED"
+    CANCELING = "CANCELING"

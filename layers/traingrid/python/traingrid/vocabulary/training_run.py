@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from traingrid.vocabulary.statuses import BatchJobStatus, RunStatus
+from traingrid.vocabulary.statuses import (
+    BatchJobStatus,
+    FileSystemLifecycle,
+    RunStatus,
+    TaskLifecycle,
+)
 
 
 class StepFailure(TypedDict):
@@ -143,7 +148,7 @@ class FileSystemState(TypedDict):
     """The hydrate loop's state (``$.file_system``); DNS and mount names once AVAILABLE."""
 
     id: str
-    lifecycle: str  # a FileSystemLifecycle value
+    lifecycle: FileSystemLifecycle
     poll: PollState
     arn: NotRequired[str]
     dns_name: NotRequired[str]
@@ -155,7 +160,7 @@ class ExportState(TypedDict):
     """The export loop's state (``$.export``); how many files it exported once SUCCEEDED."""
 
     id: str
-    lifecycle: str  # a TaskLifecycle value
+    lifecycle: TaskLifecycle
     poll: PollState
     exported: NotRequired[int]
 

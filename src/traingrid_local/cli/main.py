@@ -6,6 +6,8 @@ the API and the web console locally, and `traingrid COMMAND --help` for what eac
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -213,6 +215,9 @@ def demo(
         stderr.print(f"traingrid demo: {one_line(str(error))}", markup=False,
                      soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
+    # Collecting the emulated account's objects as the process ends takes seconds; the
+    # process takes their memory with it anyway.
+    atexit.register(gc.freeze)
     if as_json:
         result = demo_runner.run(options)
         print(json.dumps(result, indent=2, default=str))

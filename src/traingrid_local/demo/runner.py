@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traingrid.db.engine import dispose
+from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
@@ -102,6 +103,8 @@ SCENARIOS: dict[str, Scenario] = {
 }
 # The janitor runs on its schedule until nothing is left to release, at most this many times.
 JANITOR_PASSES = 12
+# How often a demo that fast-forwards looks whether every thread waits for the clock.
+FAST_FORWARD_LOOK_S = 0.01
 Progress = Callable[[list[dict[str, Any]]], None]
 
 
@@ -118,6 +121,9 @@ class DemoOptions:
     timeout_s: float = 300.0
     database_url: str | None = None
     backend: str = "ecs"  # or eks: TrainingRun on the emulated user's EKS cluster
+    # Skip the simulated time in which every thread waits for the clock (the same simulated
+    # times and durations, seconds less of wall time).
+    fast_forward: bool = True
 
     def pipelines(self) -> tuple[str, ...]:
         wanted = PIPELINES if self.pipeline == "all" else (self.pipeline,)
@@ -193,13 +199,15 @@ def start_campaign(emulator: Emulator, deployment: Deployment) -> None:
 
 
 def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: float,
-                  progress: Progress | None, janitor: Deployment | None = None) -> list[str]:
+                  progress: Progress | None, janitor: Deployment | None = None,
+                  fast_forward: bool = False) -> list[str]:
     """Follow every execution of the state machines until all have ended (or time runs out).
 
     With ``janitor``, its schedule fires once every scheduled interval of simulated time while
     the runs go, as EventBridge's does: runs whose job's event is lost are woken by it. (Off
     otherwise: with events delivered a pass during the runs finds nothing to do, and hundreds
-    of them would slow a multi-day run down.)"""
+    of them would slow a multi-day run down.) With ``fast_forward``, the clock skips ahead
+    whenever every thread waits for it (``SimulatedClock.fast_forward``)."""
     sfn = emulator.client("stepfunctions")
     deadline = time.monotonic() + timeout_s
     interval_s = next_pass = None
@@ -225,9 +233,25 @@ def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: 
                 schedules.fire(emulator, janitor.stack, "janitor")
                 while next_pass <= now:  # a pass that came due meanwhile is not made twice
                     next_pass += interval_s
-            time.sleep(min(0.2, CLOCK.real_seconds(interval_s) / 4))
+            _pass_time(min(0.2, CLOCK.real_seconds(interval_s) / 4), fast_forward, next_pass)
         else:
-            time.sleep(0.2)
+            _pass_time(0.2, fast_forward, None)
+
+
+def _pass_time(real_s: float, fast_forward: bool, schedule_due: float | None) -> None:
+    """Sleep ``real_s``; with ``fast_forward``, skip the clock ahead meanwhile whenever every
+    thread waits for it: at most to the next alarm and to ``schedule_due`` (a simulated
+    timestamp), which ends the sleep."""
+    if not fast_forward:
+        time.sleep(real_s)
+        return
+    end = time.monotonic() + real_s
+    while (left := end - time.monotonic()) > 0:
+        if schedule_due is not None and CLOCK.timestamp() >= schedule_due:
+            return
+        if CLOCK.fast_forward([ALARMS.next_due(), schedule_due]):
+            ALARMS.wake()  # the next alarm may be due now
+        time.sleep(min(left, FAST_FORWARD_LOOK_S))
 
 
 def settle(emulator: Emulator, deployment: Deployment,
@@ -275,7 +299,8 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
                 start_campaign(emulator, deployment)
             machines = [deployment.stack.outputs[STATE_MACHINES[p]] for p in pipelines]
             arns = wait_for_runs(emulator, machines, options.timeout_s, progress,
-                                 deployment if "lost-events" in scenario.faults else None)
+                                 deployment if "lost-events" in scenario.faults else None,
+                                 options.fast_forward)
             passes = settle(emulator, deployment)
             result = report.build(emulator, deployment, arns, passes)
         finally:

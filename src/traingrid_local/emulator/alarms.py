@@ -48,7 +48,20 @@ class Alarms:
         with self._changed:
             return len(self._due)
 
-    def _next_due(self) -> Callable[[], None]:
+    def next_due(self) -> float | None:
+        """When the next alarm is due (a simulated timestamp), or None: how far the clock may
+        skip ahead (``SimulatedClock.fast_forward``)."""
+        with self._changed:
+            return self._due[0][0] if self._due else None
+
+    def wake(self) -> None:
+        """Look at the clock now (it may have skipped to an alarm's time)."""
+        with self._changed:
+            self._changed.notify()
+
+    def _next_due(self) -> tuple[Callable[[], None], int]:
+        """The next alarm once it is due, and the hold on the clock taken as it was taken off
+        the list (the clock must not skip past an alarm between the two)."""
         with self._changed:
             while True:
                 if not self._due:
@@ -56,14 +69,15 @@ class Alarms:
                     continue
                 remaining = self._due[0][0] - CLOCK.timestamp()
                 if remaining <= 0:
-                    return heapq.heappop(self._due)[2]
+                    return heapq.heappop(self._due)[2], CLOCK.hold_for_another()
                 self._changed.wait(min(CLOCK.real_seconds(remaining), _LOOK_AGAIN_S))
 
     def _run(self) -> None:
         while True:
-            action = self._next_due()
+            action, held = self._next_due()
             try:
                 with CLOCK.paused():  # what an alarm sets off takes no simulated time
+                    CLOCK.let_go_for_another(held)
                     action()
             except Exception:  # noqa: BLE001 - one failing alarm must not stop the others
                 log.exception("emulator alarm failed")

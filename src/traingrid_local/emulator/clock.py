@@ -10,6 +10,12 @@ cost simulated minutes because this machine runs it at its own pace, at whatever
 that wait for simulated time (a Wait state, a task timeout, a callback) let go of their hold
 while they wait (:meth:`SimulatedClock.released`), so time moves exactly when every busy thread
 is waiting for it — the way time passes for work that costs nothing on AWS.
+
+When nothing holds it and threads wait for it, the clock may also skip ahead
+(:meth:`SimulatedClock.fast_forward`, which ``traingrid demo`` calls as it follows its runs):
+straight to the earliest moment a waiter (or an alarm) waits for, instead of letting real time
+pass. Every simulated time and duration stays what it would have been; the wall time shrinks to
+the work itself.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ import bisect
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
 # The longest a waiter sleeps before looking again: holds come and go while it waits.
 _LOOK_AGAIN_S = 0.05
+# How long the clock must have gone unheld before it skips ahead: a thread woken a moment ago
+# (a new execution's, say) takes its hold by then.
+_IDLE_BEFORE_SKIP_S = 0.05
 
 
 class SimulatedClock:
@@ -45,6 +54,14 @@ class SimulatedClock:
             self._totals: list[float] = []  # paused seconds up to the end of each pause
             self._depth = 0
             self._paused_at = 0.0
+            # Skips ahead (fast_forward), in real time, with running totals of simulated seconds.
+            self._skipped_at: list[float] = []
+            self._skipped: list[float] = []
+            self._free_since = self._real0  # when the last hold ended
+            # What each waiting thread waits for (simulated timestamps), by its wait's token,
+            # and the waits a skip ended, held for until their thread runs again.
+            self._deadlines: dict[object, float] = {}
+            self._handed: set[object] = set()
             # Threads of an earlier session (an execution stopped mid-wait) may let go later;
             # their holds belonged to that session and must not touch this one.
             self._generation = getattr(self, "_generation", 0) + 1
@@ -59,9 +76,14 @@ class SimulatedClock:
         ongoing = max(0.0, real - self._paused_at) if self._depth else 0.0
         return done + ongoing
 
+    def _skipped_before(self, real: float) -> float:
+        index = bisect.bisect_right(self._skipped_at, real)
+        return self._skipped[index - 1] if index else 0.0
+
     def _at(self, real: float) -> datetime:
         running = real - self._real0 - self._paused_before(real)
-        return self._sim0 + timedelta(seconds=running * self.speed)
+        return self._sim0 + timedelta(
+            seconds=running * self.speed + self._skipped_before(real))
 
     def now(self) -> datetime:
         with self._lock:
@@ -109,6 +131,7 @@ class SimulatedClock:
             self._starts.append(self._paused_at)
             self._ends.append(end)
             self._totals.append(total)
+            self._free_since = end
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -163,13 +186,48 @@ class SimulatedClock:
         """
         deadline = self.timestamp() + simulated_seconds
         nap = woken or time.sleep
-        with self.released():
-            while True:
-                remaining = deadline - self.timestamp()
-                if remaining <= 0:
-                    return False
-                if nap(min(self.real_seconds(remaining), _LOOK_AGAIN_S)) and woken:
-                    return True
+        token = object()
+        with self._lock:
+            self._deadlines[token] = deadline
+        try:  # still a waiter until it holds the clock again: no skip in between
+            with self.released():
+                while True:
+                    remaining = deadline - self.timestamp()
+                    if remaining <= 0:
+                        return False
+                    if nap(min(self.real_seconds(remaining), _LOOK_AGAIN_S)) and woken:
+                        return True
+        finally:
+            with self._lock:
+                self._deadlines.pop(token, None)
+                if token in self._handed:  # held since a skip ended this wait
+                    self._handed.discard(token)
+                    self._remove_hold()
+
+    def fast_forward(self, also_due: Iterable[float | None] = (),
+                     idle_s: float = _IDLE_BEFORE_SKIP_S) -> float:
+        """Skip the simulated time nobody works in: when no thread has held the clock for
+        ``idle_s`` real seconds and threads wait for it, move it to the earliest moment a
+        waiter waits for (or one of ``also_due``, simulated timestamps: the next alarm, a
+        schedule's next fire). Returns the simulated seconds skipped."""
+        due = [t for t in also_due if t is not None]
+        with self._lock:
+            real = time.time()
+            if self._depth or not self._deadlines or real - self._free_since < idle_s:
+                return 0.0
+            target = min([*self._deadlines.values(), *due])
+            skip = target - self._at(real).timestamp()
+            if skip <= 0:
+                return 0.0
+            self._skipped_at.append(real)
+            self._skipped.append((self._skipped[-1] if self._skipped else 0.0) + skip)
+            # The clock stands still until the waits that end now have woken (each naps up to
+            # _LOOK_AGAIN_S), so none of them ends late.
+            for token, deadline in self._deadlines.items():
+                if deadline <= target:
+                    self._handed.add(token)
+                    self._add_hold()
+            return skip
 
     def sleep(self, simulated_seconds: float) -> None:
         self.wait(simulated_seconds)

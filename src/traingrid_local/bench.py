@@ -167,7 +167,15 @@ GOALS = {
     "7-day TrainingRun, state transitions": (("sfn", "7d", "event", "cost_usd"), 0.002, "$"),
     # Seed 003's "proceed with the capacity you got": EC2's answer, not a 30-minute wait.
     "no-capacity decision after submission": (("capacity_decision", "max_min"), 5, "min"),
+    # Every Lambda cold start pays its handler's imports: the database layer, the request
+    # models and the idempotency utility are imported by the requests that need them.
+    "cold import, slowest handler but the migration": (
+        ("cold_import_slowest_ms", "handler"), 300, "ms"),
+    "cold import, the API": (("cold_import_ms", "api"), 250, "ms"),
+    "make demo, wall time": (("demo_wall_s",), 15, "s"),
 }
+# Run once, at deployment (a custom resource), so not held to the cold-start goal.
+DEPLOY_TIME_FUNCTIONS = frozenset({"migrate_database"})
 
 
 def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[str],
@@ -263,6 +271,10 @@ def measure() -> dict[str, Any]:
         "cold_import_ms": {f.name: cold_import_ms(f) for f in functions},
         "layer_bytes": layer_bytes(),
     }
+    request_time = {name: ms for name, ms in results["cold_import_ms"].items()
+                    if name not in DEPLOY_TIME_FUNCTIONS}
+    slowest = max(request_time, key=request_time.__getitem__)
+    results["cold_import_slowest_ms"] = {"handler": request_time[slowest], "name": slowest}
     console.print(f"planning {DATASETS:,} datasets…")
     with tempfile.TemporaryDirectory() as workdir:
         sqlite = plan_ms(f"sqlite:///{workdir}/bench.db")

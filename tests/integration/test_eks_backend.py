@@ -142,3 +142,27 @@ def test_batch_refuses_container_overrides_for_pods(on_eks):
             jobName="wrong-shape", jobQueue=deployment.stack.outputs["TrainingJobQueueArn"],
             jobDefinition=definition, nodeOverrides={"numNodes": 2, "nodePropertyOverrides": [
                 {"targetNodes": "0:", "containerOverrides": {"command": ["true"]}}]})
+
+
+def test_the_compute_environment_is_of_type_eks_on_a_cluster_that_exists(on_eks):
+    from moto.batch.exceptions import ClientException
+    from moto.batch.models import batch_backends
+
+    from traingrid_local.emulator import batch_pods
+    from traingrid_local.emulator.session import ACCOUNT_ID
+
+    emulator, deployment = on_eks
+    name = deployment.stack.resources["TrainingComputeEnvironment"]
+    (described,) = emulator.client("batch").describe_compute_environments(
+        computeEnvironments=[name])["computeEnvironments"]
+    assert described["containerOrchestrationType"] == "EKS"
+    assert described["eksConfiguration"] == {
+        "eksClusterArn": f"arn:aws:eks:us-east-1:{ACCOUNT_ID}:cluster/"
+                         f"{eks_cluster.DEMO_CLUSTER}",
+        "kubernetesNamespace": eks_cluster.DEMO_NAMESPACE}
+    environment = next(iter(batch_backends[ACCOUNT_ID]["us-east-1"]
+                            ._compute_environments.values()))
+    with pytest.raises(ClientException, match="not found"):
+        batch_pods.attach_eks_configuration(environment, {
+            "eksClusterArn": f"arn:aws:eks:us-east-1:{ACCOUNT_ID}:cluster/nowhere",
+            "kubernetesNamespace": "x"}, ACCOUNT_ID, "us-east-1")

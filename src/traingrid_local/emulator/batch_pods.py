@@ -11,7 +11,9 @@ node range's or the override's ``instanceTypes``), the memory the pod asks for (
 that overrides an EKS job's nodes with ``containerOverrides``, or an ECS job's with
 ``eksPropertiesOverride``, is refused (ClientException). DescribeJobs shows an EKS job's
 attempts as Batch does for pods: ``eksAttempts`` (each with its containers' exit codes and
-reasons, the pod and node names) and ``eksProperties``, not ``container``/``attempts``.
+reasons, the pod and node names) and ``eksProperties``, not ``container``/``attempts``. A
+compute environment of type EKS (CloudFormation's ``EksConfiguration``) needs its cluster to
+exist in the account, and is described with its ``eksConfiguration``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 from typing import Any
 
 from moto.batch.exceptions import ClientException
-from moto.batch.models import Job, JobDefinition
+from moto.batch.models import BatchBackend, ComputeEnvironment, Job, JobDefinition
 from moto.batch.responses import BatchResponse
 
 from traingrid_local.emulator.patching import PATCHES
@@ -162,6 +164,37 @@ def _describe(previous: Any) -> Any:
     return describe
 
 
+# --- compute environments of type EKS ------------------------------------------------------
+
+def attach_eks_configuration(environment: ComputeEnvironment, configuration: dict[str, Any],
+                             account_id: str, region_name: str) -> None:
+    """Give a compute environment its ``eksConfiguration``; as Batch does, refuse one whose
+    cluster is not in the account and region (the user's cluster must exist first)."""
+    from moto.eks.models import eks_backends
+
+    name = configuration["eksClusterArn"].rsplit("/", 1)[-1]
+    if name not in eks_backends[account_id][region_name].clusters:
+        raise ClientException(f"EKS cluster {configuration['eksClusterArn']} not found: "
+                              "create the cluster before the compute environment")
+    environment.__dict__["eks_configuration"] = dict(configuration)
+
+
+def _describe_compute_environments(previous: Any) -> Any:
+    def describe(self: BatchBackend, environments: list[str] | None = None
+                 ) -> list[dict[str, Any]]:
+        described: list[dict[str, Any]] = previous(self, environments)
+        for entry in described:
+            environment = self._compute_environments.get(entry["computeEnvironmentArn"])
+            eks = environment.__dict__.get("eks_configuration") if environment else None
+            if eks:
+                entry.pop("ecsClusterArn", None)
+                entry.update(eksConfiguration=eks, containerOrchestrationType="EKS")
+        return described
+
+    return describe
+
+
 def apply() -> None:
     PATCHES.wrap(BatchResponse, "submitjob", _refuse_mixed_overrides)
     PATCHES.wrap(Job, "describe", _describe)
+    PATCHES.wrap(BatchBackend, "describe_compute_environments", _describe_compute_environments)

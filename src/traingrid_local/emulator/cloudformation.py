@@ -6,8 +6,9 @@
 - ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
   retry strategy (moto forces ``container`` and requires a retry strategy);
 - ``AWS::Batch::ComputeEnvironment`` without ``ServiceRole`` uses the Batch service-linked role,
-  created on first use as AWS does (moto requires the property), and without
-  ``SecurityGroupIds`` its launch template's (moto requires them on the environment);
+  created on first use as AWS does (moto requires the property), without
+  ``SecurityGroupIds`` its launch template's (moto requires them on the environment), and its
+  ``EksConfiguration`` (moto drops it) for a cluster that exists (:mod:`.batch_pods`);
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
   a string and a ``Number`` default text); ``DescribeStacks`` gives a list parameter as AWS
   does, ``a,b`` (moto gives Python's ``['a', 'b']``);
@@ -37,6 +38,7 @@ from moto.iam.models import iam_backends
 from moto.moto_api._internal import mock_random
 from moto.s3.models import FakeBucket
 
+from traingrid_local.emulator import batch_pods
 from traingrid_local.emulator.patching import PATCHES, original_function
 
 _UPPER = string.ascii_uppercase + string.digits
@@ -186,13 +188,18 @@ def _compute_environment_create(cls, resource_name: str, cloudformation_json: di
     if "securityGroupIds" not in resources:
         resources["securityGroupIds"] = _launch_template_groups(
             account_id, region_name, resources.get("launchTemplate") or {})
-    return batch_backends[account_id][region_name].create_compute_environment(
+    environment = batch_backends[account_id][region_name].create_compute_environment(
         props.get("ComputeEnvironmentName", resource_name),
         props["Type"],
         props.get("State", "ENABLED"),
         resources,
         props.get("ServiceRole") or _batch_service_linked_role(account_id),
     )
+    if "EksConfiguration" in props:  # of type EKS: the user's cluster (batch_pods)
+        batch_pods.attach_eks_configuration(
+            environment, lowercase_first_key(props["EksConfiguration"]), account_id,
+            region_name)
+    return environment
 
 
 def _load_parameters(previous: Callable[..., None]) -> Callable[..., None]:

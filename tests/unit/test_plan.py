@@ -116,9 +116,8 @@ def test_cost_estimate():
 def test_the_plan_has_exactly_the_keys_its_type_declares():
     from typing import get_type_hints, is_typeddict
 
-    from traingrid.vocabulary.training_run import RunPlan
-
     from traingrid.training.job_shape import Backend
+    from traingrid.vocabulary.training_run import RunPlan
 
     def keys_match(value, declared, path="plan", absent=None):
         absent = absent or {}

@@ -44,8 +44,10 @@ def on_eks(tmp_path_factory) -> Iterator[tuple[Emulator, Deployment]]:
             deployment.close()
 
 
-def train(on_eks: tuple[Emulator, Deployment], scenario: str) -> dict[str, Any]:
-    """One run of ``scenario`` (its faults, its request) on the EKS stack; its report entry."""
+def train(on_eks: tuple[Emulator, Deployment], scenario: str,
+          **request: Any) -> dict[str, Any]:
+    """One run of ``scenario`` (its faults, its request and ``request``'s fields) on the EKS
+    stack; its report entry."""
     emulator, deployment = on_eks
     machine = deployment.stack.outputs["TrainingRunStateMachineArn"]
     sfn = emulator.client("stepfunctions")
@@ -53,8 +55,8 @@ def train(on_eks: tuple[Emulator, Deployment], scenario: str) -> dict[str, Any]:
         "executions"]}
     emulator.set_faults(SCENARIOS[scenario].faults, SCENARIOS[scenario].state_faults)
     try:
-        body = manifest_body(SCENARIOS[scenario], json.dumps({"name": f"eks-{scenario}"})
-                             .encode())
+        body = manifest_body(SCENARIOS[scenario], json.dumps(
+            {"name": f"eks-{scenario}", **request}).encode())
         emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=f"{DATASET_PREFIX}"
                                          f"manifest.json", Body=body)
         arns = [a for a in wait_for_runs(emulator, [machine], 120, None) if a not in before]
@@ -100,6 +102,30 @@ def test_a_run_trains_on_the_clusters_pods_and_cleans_up(on_eks):
     assert "SubmitTrainingPods" in entered and "SubmitTrainingJob" not in entered
     assert not report.build(emulator, deployment, [execution["execution_arn"]])[
         "leaked_resources"]
+
+
+def test_seed_001_elastic_torchrun_on_p4d_pods_with_efa_and_fsx(on_eks):
+    """The mission's seed 001: TorchElastic on EKS, 3 × p4d.24xlarge with EFA, data on FSx."""
+    emulator, _ = on_eks
+    execution = train(on_eks, "happy", name="seed-001", instance_type="p4d.24xlarge",
+                      nodes=3, min_nodes=2)
+    assert execution["status"] == "SUCCEEDED", execution["cause"]
+    history = emulator.client("stepfunctions").get_execution_history(
+        executionArn=execution["execution_arn"], maxResults=1000)["events"]
+    (scheduled,) = [json.loads(e["taskScheduledEventDetails"]["parameters"]) for e in history
+                    if e["type"] == "TaskScheduled"
+                    and e["taskScheduledEventDetails"]["resource"] == "submitJob"]
+    (override,) = scheduled["NodeOverrides"]["NodePropertyOverrides"]
+    (container,) = override["EksPropertiesOverride"]["PodProperties"]["Containers"]
+    env = {e["Name"]: e["Value"] for e in container["Env"]}
+    assert (scheduled["NodeOverrides"]["NumNodes"], override["InstanceTypes"]) == (
+        3, ["p4d.24xlarge"])
+    assert container["Resources"]["Limits"]["vpc.amazonaws.com/efa"] == "4"
+    assert container["Resources"]["Limits"]["nvidia.com/gpu"] == "8"
+    assert (env["TRAINGRID_LAUNCHER"], env["TRAINGRID_MIN_NODES"]) == ("torchrun", "2")
+    assert env["FSX_DNS_NAME"] and env["FSX_MOUNT_NAME"]
+    (job,) = submitted_jobs(on_eks, execution)
+    assert job["nodeProperties"]["numNodes"] == 3
 
 
 def test_a_lost_node_resumes_from_its_checkpoint_on_eks(on_eks):

@@ -48,6 +48,7 @@ EKS_RESERVED_MIB = 8 * 1024
 # Elastic torchrun by default on EKS: nodes may leave and rejoin the rendezvous the main
 # node's program hosts (``--nnodes=MIN:N``); a request may still ask for mpirun.
 EKS_DEFAULT_LAUNCHER = "torchrun"
+ECS_DEFAULT_LAUNCHER = "mpirun"
 
 
 # Keys as Step Functions' aws-sdk integration takes a structure (PascalCase), as the ECS
@@ -98,12 +99,12 @@ def pod_shape(instance: InstanceType) -> PodShape:
             "resources": pod_resources(instance)}
 
 
-def launcher_for(backend: Backend, requested: str, explicit: bool) -> str:
+def launcher_for(backend: Backend, requested: str | None) -> str:
     """The launcher a run uses: what the request says, or by default elastic torchrun on EKS
     and mpirun on ECS."""
-    if explicit or backend is Backend.ECS:
+    if requested is not None:
         return requested
-    return EKS_DEFAULT_LAUNCHER
+    return EKS_DEFAULT_LAUNCHER if backend is Backend.EKS else ECS_DEFAULT_LAUNCHER
 
 
 def last_attempt_container(description: dict[str, Any]) -> dict[str, Any]:

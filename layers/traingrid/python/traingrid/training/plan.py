@@ -151,8 +151,7 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int,
         "LR_DECAY_MODE": request.lr_decay_mode,
         "EXTRA_MPI_PARAMS": request.extra_mpi_params,
         # mpirun from the main node, or torchrun on every node (elastic).
-        "TRAINGRID_LAUNCHER": launcher_for(backend, request.launcher,
-                                           "launcher" in request.model_fields_set),
+        "TRAINGRID_LAUNCHER": launcher_for(backend, request.launcher),
         "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
         "TRAINGRID_RUN": run,
         # The node entrypoint sets libfabric and NCCL for EFA from these (0: TCP only).

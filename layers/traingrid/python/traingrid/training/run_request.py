@@ -235,13 +235,14 @@ class TrainingRunRequest(_Strict):
         "lr_decay_mode from the job's environment. Taken only by POST /command-runs of a "
         "stack deployed with AllowRunCommands=true; POST /runs answers 403 and a manifest "
         "is rejected.")
-    launcher: Literal["mpirun", "torchrun"] = Field(
-        default="mpirun",
+    launcher: Literal["mpirun", "torchrun"] | None = Field(
+        default=None,
         description="How the nodes start the training command: mpirun (the main node starts "
         "every rank over ssh, extra_mpi_params on its line; the job ends when a node is lost) "
         "or torchrun (elastic: each node's agent starts its own ranks and, when a node fails "
         "or leaves, the agents meet again with the nodes left, at least min_nodes, and "
-        "restart the ranks from the newest checkpoint).")
+        "restart the ranks from the newest checkpoint). Unset: the stack's default, mpirun "
+        "on ECS and torchrun on EKS (EksClusterName).")
     fsx: FsxOptions = Field(default_factory=FsxOptions)
     timeouts: Timeouts = Field(default_factory=Timeouts)
 

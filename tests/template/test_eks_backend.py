@@ -28,6 +28,7 @@ from traingrid.training.job_shape import (
     backend_of,
     last_attempt_container,
     pod_memory_mib,
+    pod_resources,
 )
 from traingrid.training.plan import DatasetSize, plan_run
 from traingrid.training.run_request import TrainingRunRequest
@@ -131,6 +132,7 @@ def test_the_job_definitions_pod_is_a_valid_pod_with_gpus_efa_shm_and_lustre(job
     # Sized as the plan sizes the instance type it names.
     instance = INSTANCE_TYPES[node_range["instanceTypes"][0]]
     assert container["resources"]["limits"]["memory"] == f"{pod_memory_mib(instance)}Mi"
+    assert container["resources"] == {k.lower(): v for k, v in pod_resources(instance).items()}
 
 
 @pytest.mark.parametrize("instance_type", ["p3.16xlarge", "p4d.24xlarge", "p5.48xlarge"])

@@ -13,7 +13,9 @@ waits, archive and cleanup are the same; only what SubmitJob overrides per node 
   ``command`` would replace the image's entrypoint, the node program).
 
 The state machine picks its SubmitJob state by the plan's ``job.backend``; the template
-gives the job definition the matching node range. Pure: no AWS calls.
+registers the matching job definition (``TrainingJobDefinition`` or
+``TrainingEksJobDefinition``, sized as ``pod_resources`` sizes its instance type). A run's
+launcher, unset, is the backend's default. Pure: no AWS calls.
 """
 
 from __future__ import annotations

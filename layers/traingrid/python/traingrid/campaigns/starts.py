@@ -12,22 +12,22 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
-from traingrid.campaigns.fanout_request import CAMPAIGN_ID_PATTERN, FanoutRequest
 from traingrid.errors import RecordNotFound, RequestInvalid
 from traingrid.naming import fanout_name, window_start
 from traingrid.observability import logger, metrics
-from traingrid.runs.submit import Submission, derived_name
-from traingrid.runs.view import CAMPAIGN_FANOUT
 from traingrid.settings import ApiSettings, RetrainSettings
 from traingrid.validation import parse
 from traingrid.vocabulary.statuses import RunStatus
+
+if TYPE_CHECKING:
+    from traingrid.runs.submit import Submission
 
 SCHEDULE_SOURCE = "schedule"
 
@@ -42,8 +42,13 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
                       idempotency_key: str | None = None) -> Submission:
     """A fan-out request for an existing campaign, validated (every problem at once) and
     named."""
+    # The API's request (its model, the naming of submissions) and the database are loaded by
+    # the request that needs them, not at the scheduled retraining's cold start.
+    from traingrid.campaigns.fanout_request import CAMPAIGN_ID_PATTERN, FanoutRequest
     from traingrid.db.engine import transaction
     from traingrid.db.repositories import CampaignRepository
+    from traingrid.runs.submit import Submission, derived_name
+    from traingrid.runs.view import CAMPAIGN_FANOUT
 
     request = parse(FanoutRequest, body)
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).

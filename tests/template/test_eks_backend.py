@@ -117,6 +117,8 @@ def test_the_eks_compute_environment_names_the_cluster_and_namespace(template):
     assert request["eksConfiguration"] == {
         "eksClusterArn": f"arn:aws:eks:us-east-1:123456789012:cluster/{CLUSTER}",
         "kubernetesNamespace": "traingrid"}
+    # EKS's AL2 node AMIs get no updates; Kubernetes 1.33 and later have none.
+    assert request["computeResources"]["ec2Configuration"] == [{"imageType": "EKS_AL2023_NVIDIA"}]
 
 
 def test_the_job_definitions_pod_is_a_valid_pod_with_gpus_efa_shm_and_lustre(job_definition):

@@ -22,7 +22,7 @@ from traingrid_local.doctor import (
     diagnose,
     to_json,
 )
-from traingrid_local.doctor.checks import BLOCKER, OK, WARNING
+from traingrid_local.doctor.findings import BLOCKER, OK, WARNING
 from traingrid_local.doctor.needs import ConfigurationError
 
 commands = typer.Typer()

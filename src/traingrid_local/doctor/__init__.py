@@ -17,8 +17,9 @@ from traingrid.campaigns.sagemaker_job import GPUS_PER_HOST
 from traingrid.db.models import Campaign
 from traingrid.training.run_request import TrainingRunRequest
 from traingrid.vocabulary.catalog import INSTANCE_TYPES
-from traingrid_local.doctor.checks import BLOCKER, WARNING, Aws, AwsError, Finding, run_checks
+from traingrid_local.doctor.checks import run_checks
 from traingrid_local.doctor.eks import eks_findings
+from traingrid_local.doctor.findings import BLOCKER, WARNING, Aws, AwsError, Finding
 from traingrid_local.doctor.needs import (
     ConfigurationError,
     Needs,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from traingrid_local.doctor.checks import BLOCKER, OK, WARNING, Aws, AwsError, Finding
+from traingrid_local.doctor.findings import BLOCKER, OK, WARNING, Aws, AwsError, Finding
 from traingrid_local.doctor.needs import Needs
 
 CHECK = "eks"

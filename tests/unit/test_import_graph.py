@@ -152,3 +152,11 @@ def test_only_the_request_steps_load_pydantic() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             env=env, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_no_module_is_over_450_lines() -> None:
+    """Small modules: a file a reader can hold whole (tests aside)."""
+    roots = [*PACKAGE_ROOTS.values(), ROOT / "functions", ROOT / "containers"]
+    long = {str(path.relative_to(ROOT)): lines for root in roots for path in root.rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > 450}
+    assert not long, long

@@ -24,9 +24,7 @@ need more fails its first step with a bus error (exit 1, the training code's fai
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
-moto's EC2 instance catalog (a snapshot of one region's offerings) lacks the p3.2xlarge,
-p3.8xlarge and p3.16xlarge sizes of the reference workload; they are added, sized from the
-p3dn.24xlarge entry, so compute environments that allow them can be created.
+Which node a job fits, and the p3 sizes moto's EC2 catalog lacks, are :mod:`.instances`'.
 """
 
 from __future__ import annotations
@@ -41,11 +39,16 @@ from typing import Any
 from moto.batch.models import BatchBackend, Job, JobDefinition
 from moto.batch.responses import BatchResponse
 from moto.batch_simple.models import BatchSimpleBackend
-from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from traingrid.training.attempts import EXIT_PREFLIGHT
-from traingrid.vocabulary.catalog import ECS_AGENT_RESERVED_MIB
-from traingrid_local.emulator import batch_pods, capacity, events, fault_injection, workload
+from traingrid_local.emulator import (
+    batch_pods,
+    capacity,
+    events,
+    fault_injection,
+    instances,
+    workload,
+)
 from traingrid_local.emulator.alarms import ALARMS
 from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.clock import CLOCK
@@ -247,32 +250,6 @@ def _container_value(job_definition: JobDefinition, overrides: dict[str, Any],
     return None
 
 
-# Batch registers less memory than a node has installed: AWS's documented m4.large registers
-# 7,985 of 8,192 MiB, and its AMI keeps ECS_AGENT_RESERVED_MIB more for the ECS agent.
-REGISTERED_MEMORY_SHARE = 7985 / 8192
-
-
-def registered_memory_mib(instance_type: str) -> int | None:
-    installed = INSTANCE_TYPES.get(instance_type, {}).get("MemoryInfo", {}).get("SizeInMiB")
-    if installed is None:
-        return None
-    return int(installed * REGISTERED_MEMORY_SHARE) - ECS_AGENT_RESERVED_MIB
-
-
-def instance_vcpus(instance_type: str | None) -> int:
-    """A node's vCPUs, as EC2 counts them against the account's limit."""
-    info = INSTANCE_TYPES.get(instance_type or "", {}).get("VCpuInfo", {})
-    return int(info.get("DefaultVCpus", 0))
-
-
-def fits_a_node(instance_type: str | None, requirements: list[dict[str, str]] | None) -> bool:
-    """Whether a node of this type can take the job's memory; one that cannot is never
-    placed, and the job waits in RUNNABLE."""
-    registered = registered_memory_mib(instance_type) if instance_type else None
-    memory = next((int(r["value"]) for r in requirements or () if r["type"] == "MEMORY"), 0)
-    return registered is None or memory <= registered
-
-
 # --- state-change events ------------------------------------------------------------------
 
 # Events the lost-events fault has dropped: a fresh count each session (undone on close).
@@ -317,7 +294,6 @@ def training_seconds(environment: dict[str, str]) -> float:
 # --- moto hooks -------------------------------------------------------------------------
 
 
-
 def _register_without_finishing(self: BatchSimpleBackend, include_start_attempt: bool,
                                 job: Job) -> None:
     self.backend._jobs[job.job_id] = job
@@ -341,7 +317,7 @@ def _submitjob(previous: Any) -> Any:
         linux = _container_value(definition, overrides, "linuxParameters") or {}
         faults = fault_injection.CURRENT
         over_quota = (faults.on("vcpu-quota")
-                      and num_nodes * instance_vcpus(instance_type) > VCPU_LIMIT)
+                      and num_nodes * instances.instance_vcpus(instance_type) > VCPU_LIMIT)
         no_capacity = (faults.on("stuck-runnable") or over_quota
                        or (faults.on("capacity-8-nodes") and num_nodes > CAPACITY_NODES))
         simulated = SIMULATED.set(job, SimulatedJob(
@@ -353,7 +329,7 @@ def _submitjob(previous: Any) -> Any:
             bus_error=workload.shared_memory_shortfall(
                 environment, command, num_nodes,
                 int(linux.get("sharedMemorySize") or workload.DOCKER_SHM_MIB)),
-            stuck=no_capacity or not fits_a_node(instance_type, requirements),
+            stuck=no_capacity or not instances.fits_a_node(instance_type, requirements),
             fails=faults.on("batch-job-failed"),
             lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
             slow_node=(faults.on("slow-node") and faults.first_time(
@@ -367,8 +343,6 @@ def _submitjob(previous: Any) -> Any:
         return result
 
     return submitjob
-
-
 
 
 def _loses_its_host(run: str) -> bool:
@@ -432,8 +406,6 @@ def node_description(parent: dict[str, Any], index: int) -> dict[str, Any]:
     return out
 
 
-
-
 def _describe_jobs(previous: Any) -> Any:
     def describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
         wanted = list(jobs or [])
@@ -462,30 +434,8 @@ def _job_definition_describe(previous: Any) -> Any:
     return job_definition_describe
 
 
-
-
-# size → (vCPUs, GPUs, memory MiB)
-P3_SIZES = {"p3.2xlarge": (8, 1, 62464), "p3.8xlarge": (32, 4, 249856),
-            "p3.16xlarge": (64, 8, 499712)}
-
-
-def _add_p3_instance_types() -> None:
-    template = INSTANCE_TYPES["p3dn.24xlarge"]
-    added = {}
-    for name, (vcpus, gpus, memory) in P3_SIZES.items():
-        if name not in INSTANCE_TYPES:
-            entry = json.loads(json.dumps(template))
-            entry.update(InstanceType=name, MemoryInfo={"SizeInMiB": memory},
-                         InstanceStorageSupported=False)
-            entry.pop("InstanceStorageInfo", None)
-            entry["VCpuInfo"] = dict(entry.get("VCpuInfo", {}), DefaultVCpus=vcpus)
-            entry["GpuInfo"]["Gpus"][0].update(Count=gpus, MemoryInfo={"SizeInMiB": 16384})
-            added[name] = entry
-    PATCHES.update(INSTANCE_TYPES, added, "moto's EC2 instance types (p3)")
-
-
 def apply() -> None:
-    _add_p3_instance_types()
+    instances.add_p3_instance_types()
     PATCHES.replace(sys.modules[__name__], "DROPPED_EVENTS", {"count": 0})
     PATCHES.replace(BatchSimpleBackend, "_mark_job_as_finished", _register_without_finishing)
     PATCHES.wrap(BatchResponse, "submitjob", _submitjob)

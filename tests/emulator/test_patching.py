@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import logging
 import os
 import sys
 import tomllib
@@ -154,3 +156,20 @@ def test_the_pinned_moto_is_the_one_the_project_installs():
             if p.startswith("moto")]
     assert pins and all(p.endswith(f"=={PINNED_MOTO_VERSION}") for p in pins)
     assert moto.__version__ == PINNED_MOTO_VERSION
+
+
+def test_translating_the_template_leaves_the_translators_log_levels_as_they_were():
+    from traingrid_local.emulator.deploy import load_template, package, translate
+
+    loggers = [logging.getLogger(name) for name in
+               ("samtranslator.feature_toggle", "samtranslator.metrics.metrics")]
+    before = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.INFO)
+        translated = translate(package(load_template(), upload=lambda key, body: None))
+        assert "AWS::Serverless::Function" not in json.dumps(translated)
+        assert [logger.level for logger in loggers] == [logging.INFO] * len(loggers)
+    finally:
+        for logger, level in zip(loggers, before, strict=True):
+            logger.setLevel(level)

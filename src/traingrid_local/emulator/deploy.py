@@ -32,6 +32,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from traingrid_local.emulator.api_gateway import without_api_gateway
+from traingrid_local.emulator.patching import Patches
 from traingrid_local.emulator.session import Emulator
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -135,15 +136,20 @@ def package(template: dict[str, Any], upload: Upload, root: Path = PROJECT_ROOT)
 def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, Any]:
     """The SAM transform, offline: a session that only names the region, no managed-policy
     lookups (the template names managed policies by ARN)."""
+    # Quiet while it translates, put back after (it also runs outside an emulator's session).
+    quiet = Patches()
     # Offline there is no feature toggle configuration to read; the translator says so on
     # every Api with an OpenApiVersion, and goes on with the defaults, as sam deploy does.
-    logging.getLogger("samtranslator.feature_toggle").setLevel(logging.ERROR)
+    quiet.log_level("samtranslator.feature_toggle", logging.ERROR)
     # The translator's own usage metrics go nowhere offline.
-    logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
-    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
-    return translator.translate(
-        copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict
-    )
+    quiet.log_level("samtranslator.metrics.metrics", logging.ERROR)
+    try:
+        translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
+        return translator.translate(
+            copy.deepcopy(template), parameter_values={}, get_managed_policy_map=dict
+        )
+    finally:
+        quiet.undo_all()
 
 
 def _network(emulator: Emulator, region: str) -> dict[str, str]:

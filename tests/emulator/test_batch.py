@@ -14,8 +14,8 @@ from traingrid.training.capacity import diagnose
 from traingrid.vocabulary.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
 from traingrid.vocabulary.catalog import resource_requirements
 from traingrid_local.emulator import batch, capacity
-from traingrid_local.emulator.instances import fits_a_node
 from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.instances import fits_a_node
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_node.metrics import problems
 

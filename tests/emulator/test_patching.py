@@ -18,10 +18,11 @@ from moto.batch.models import Job
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 import traingrid.clock
+from traingrid.aws import clients
 from traingrid_local.emulator import batch, fault_injection, sagemaker, sfn_events
 from traingrid_local.emulator.lambda_inprocess import FunctionOutput
 from traingrid_local.emulator.patching import PINNED_MOTO_VERSION, PatchError, Patches
-from traingrid_local.emulator.session import Emulator
+from traingrid_local.emulator.session import RECORD_CALLS, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
 ABSENT = object()
@@ -49,7 +50,13 @@ def process_wide() -> dict[str, Any]:
             "batch": batch.TRAINING_SECONDS, "sagemaker": sagemaker.TRAINING_SECONDS,
             "frozen": batch.FROZEN, "dropped": batch.DROPPED_EVENTS,
             "events": sfn_events.ENABLED, "warnings": list(warnings.filters),
-            "environment": dict(os.environ)}
+            "environment": dict(os.environ), "recording": recording()}
+
+
+def recording() -> bool:
+    """Whether the project's botocore session notes each call for the function making it."""
+    emitter = clients.session()._events._emitter  # botocore keeps handlers by unique id here
+    return RECORD_CALLS in emitter._unique_id_handlers
 
 
 def snapshot(changed: list[tuple[Any, Any]]) -> list[Any]:
@@ -84,6 +91,7 @@ def test_two_emulators_in_a_row_leave_moto_as_it_was():
             assert batch.DROPPED_EVENTS is not before["dropped"]
             assert len(warnings.filters) > len(before["warnings"])
             assert os.environ["MOTO_ACCOUNT_ID"] == "123456789012"
+            assert recording()
         after = snapshot(changed)
         assert all(a is p or a == p for a, p in zip(after, pristine, strict=True))
         assert os.environ is environ

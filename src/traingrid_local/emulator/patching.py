@@ -151,6 +151,14 @@ class Patches:
 
         self._changes.append(Change(warnings, "filters", f"warnings filter {message!r}", undo))
 
+    def event_handler(self, session: Any, event: str, handler: Callable[..., Any],
+                      unique_id: str) -> None:
+        """Register ``handler`` for a botocore session's ``event``; undo unregisters it."""
+        session.register(event, handler, unique_id=unique_id)
+        self._changes.append(Change(
+            session, (), f"botocore handler {unique_id} on {event}",
+            lambda: session.unregister(event, unique_id=unique_id)))
+
     def undo_all(self) -> None:
         while self._changes:
             self._changes.pop().undo()

@@ -64,6 +64,8 @@ ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sf
                capacity,
                sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
+# The botocore handler that notes each call for the function making it.
+RECORD_CALLS = "traingrid-record-call"
 # What ``training_seconds`` may set: the modules whose TRAINING_SECONDS a job trains for.
 TRAINING_SERVICES = {"batch": batch, "sagemaker": sagemaker}
 
@@ -131,13 +133,13 @@ class Emulator:
         capacity.reset()
         fault_injection.set_plan(self.fault_plan)
         # Record what each function calls, through the sessions its clients come from: ours,
-        # and boto3's default for code that makes its own. They are kept across emulator
-        # sessions, with their parsed service models.
+        # and boto3's default for code that makes its own. The sessions are kept across
+        # emulator sessions, with their parsed service models; the recording is not.
         if boto3.DEFAULT_SESSION is None:
             boto3.setup_default_session()
         for botocore_session in (clients.session(), boto3.DEFAULT_SESSION._session):
-            botocore_session.register(
-                "before-call", lambda_inprocess.record_call, unique_id="traingrid-record-call")
+            PATCHES.event_handler(botocore_session, "before-call", lambda_inprocess.record_call,
+                                  RECORD_CALLS)
         lambda_inprocess.reset()
         clients.reset()
         return self

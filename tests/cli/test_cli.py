@@ -88,3 +88,12 @@ def test_serve_refuses_unknown_faults_and_bad_options_all_at_once():
     assert "--port 70000 is not a TCP port" in result.output
     assert "--fault 'no-such-fault' is not a fault; there are fsx-create-failed" in result.output
     assert "node-lost'" not in result.output
+
+
+def test_demo_on_the_eks_backend_resumes_a_lost_node_and_says_where_it_ran():
+    result = runner.invoke(app, ["demo", "--backend", "eks", "--scenario", "node-lost",
+                                 "--speed", "4000", "--training-hours", "1"])
+    assert result.exit_code == 0, result.output
+    assert "Batch on EKS" in result.stdout
+    assert "SUCCEEDED" in result.stdout and "as expected" in result.stdout
+    assert "Leaked resources: none" in result.stdout

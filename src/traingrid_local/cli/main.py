@@ -103,8 +103,9 @@ def _print_jobs(execution: dict[str, Any]) -> None:
 
 
 def _print_report(result: dict[str, Any]) -> None:
+    compute = "Batch on EKS" if result.get("backend") == "eks" else "Batch on ECS"
     stdout.rule(f"TrainGrid demo · {' + '.join(result['pipelines'])} · scenario "
-                f"{result['scenario']} · clock ×{result['clock_speed']:g}")
+                f"{result['scenario']} · {compute} · clock ×{result['clock_speed']:g}")
     table = Table(show_lines=False)
     for column in ("execution", "state machine", "status", "simulated", "transitions",
                    "history events", "recorded", "cost"):

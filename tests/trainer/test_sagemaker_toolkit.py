@@ -46,6 +46,9 @@ SAGEMAKER = ROOT / "containers" / "sagemaker"
 TRAIN = Path(sys.executable).parent / "train"  # the toolkit's console script
 HOSTS = ["algo-1", "algo-2"]
 SSH_HOME = Path("/root/.ssh")
+# The node image's (containers/mnp/Dockerfile: mkdir -p /run/sshd): Debian's sshd refuses to
+# start without it, and a machine whose sshd never ran as a service has none.
+PRIVILEGE_SEPARATION_DIR = Path("/run/sshd")
 INSTANCE_TYPE = "ml.p3.2xlarge"  # one GPU: one process per host
 JOB_TIMEOUT = 150.0
 # The toolkit's log line before its command: "Invoking script with the following command:"
@@ -233,8 +236,8 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Job]]:
         "horovod": (ROOT / "examples" / "horovod_world.py", {"num_epochs": 1}),
     }
     # Mount points: each host's own ssh folder, and the rigs' (made here once, not by three
-    # rigs at the same time).
-    made = [d for d in (SSH_HOME, RUN_DIR) if not d.exists()]
+    # rigs at the same time); sshd's privilege separation folder, as the image has it.
+    made = [d for d in (SSH_HOME, RUN_DIR, PRIVILEGE_SEPARATION_DIR) if not d.exists()]
     for folder in made:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:

@@ -172,7 +172,7 @@ def test_an_ended_fanout_is_priced_from_its_recorded_regions_and_one_in_flight_i
     job = receipt.SageMakerUse("eu-west-1", "job-1", "ml.p3.16xlarge", 2, 3600, 3600, price)
     staged = receipt.StagingUse("us-west-2 → eu-west-1", 10**10, replace(
         prices.INTER_REGION_TRANSFER, usd=0.05))
-    cost = {"regions": recorded([job], [staged])}
+    cost = {"regions": recorded(receipt.RegionsUsed([job], [staged]))}
     events = [event("TaskStateEntered", 0, "PlanFanout", input={})]
     described = {"status": "SUCCEEDED", "name": "f", "startDate": T0, "stopDate": T0,
                  "executionArn": "arn:aws:states:us-east-1:1:execution:f:f"}

@@ -35,7 +35,7 @@ from moto.fsx.models import fsx_backends
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.vocabulary.campaign_fanout import FINAL_JOB_STATUSES, RegionJobStatus
-from traingrid_local.demo.runner import settle, upload_sample_dataset
+from traingrid_local.demo.runner import pass_time, settle, upload_sample_dataset
 from traingrid_local.emulator import fsx
 from traingrid_local.emulator.fault_injection import STATE_FAULTS, StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
@@ -297,7 +297,7 @@ def _wait(emulator: Emulator, execution_arn: str, timeout_s: float) -> dict[str,
         described = sfn.describe_execution(executionArn=execution_arn)
         if described["status"] != "RUNNING" or time.monotonic() > deadline:
             return described
-        time.sleep(0.1)
+        pass_time(0.1, True, None)  # skipping the simulated time in which nothing works
 
 
 def run_cell(emulator: Emulator, deployment: Deployment, cell: Cell) -> CellResult:
@@ -309,7 +309,7 @@ def run_cell(emulator: Emulator, deployment: Deployment, cell: Cell) -> CellResu
         arn = _start(emulator, deployment, cell)
         described = _wait(emulator, arn, RUN_TIMEOUT_S)
         before = _objects(emulator, deployment)
-        passes = settle(emulator, deployment)
+        passes = settle(emulator, deployment, fast_forward=True)
     finally:
         emulator.set_faults()
     built = report.build(emulator, deployment, [arn], passes)

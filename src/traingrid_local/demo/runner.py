@@ -233,12 +233,12 @@ def wait_for_runs(emulator: Emulator, state_machine_arns: list[str], timeout_s: 
                 schedules.fire(emulator, janitor.stack, "janitor")
                 while next_pass <= now:  # a pass that came due meanwhile is not made twice
                     next_pass += interval_s
-            _pass_time(min(0.2, CLOCK.real_seconds(interval_s) / 4), fast_forward, next_pass)
+            pass_time(min(0.2, CLOCK.real_seconds(interval_s) / 4), fast_forward, next_pass)
         else:
-            _pass_time(0.2, fast_forward, None)
+            pass_time(0.2, fast_forward, None)
 
 
-def _pass_time(real_s: float, fast_forward: bool, schedule_due: float | None) -> None:
+def pass_time(real_s: float, fast_forward: bool, schedule_due: float | None) -> None:
     """Sleep ``real_s``; with ``fast_forward``, skip the clock ahead meanwhile whenever every
     thread waits for it: at most to the next alarm and to ``schedule_due`` (a simulated
     timestamp), which ends the sleep."""
@@ -254,12 +254,13 @@ def _pass_time(real_s: float, fast_forward: bool, schedule_due: float | None) ->
         time.sleep(min(left, FAST_FORWARD_LOOK_S))
 
 
-def settle(emulator: Emulator, deployment: Deployment,
-           max_passes: int = JANITOR_PASSES) -> list[dict[str, Any]]:
+def settle(emulator: Emulator, deployment: Deployment, max_passes: int = JANITOR_PASSES,
+           fast_forward: bool = False) -> list[dict[str, Any]]:
     """Fire the janitor's schedule, once every scheduled interval of simulated time, until a
     pass finds nothing left to wait for (an export, a stopping job, a hydrating file system);
     the passes' results. Ended runs set it off at once already (their status-change event):
-    these are the passes EventBridge's schedule makes afterwards."""
+    these are the passes EventBridge's schedule makes afterwards. With ``fast_forward``, the
+    clock skips to each pass whenever every thread waits for it."""
     schedule = emulator.client("events").describe_rule(
         Name=deployment.stack.resources["JanitorFunctionSweep"])["ScheduleExpression"]
     interval_s = interval_seconds(schedule)
@@ -269,7 +270,7 @@ def settle(emulator: Emulator, deployment: Deployment,
         passes.append(result)
         if not result["pending"] and not result["errors"]:
             break
-        time.sleep(CLOCK.real_seconds(interval_s))
+        pass_time(CLOCK.real_seconds(interval_s), fast_forward, CLOCK.timestamp() + interval_s)
     return passes
 
 
@@ -301,7 +302,7 @@ def run(options: DemoOptions, progress: Progress | None = None) -> dict[str, Any
             arns = wait_for_runs(emulator, machines, options.timeout_s, progress,
                                  deployment if "lost-events" in scenario.faults else None,
                                  options.fast_forward)
-            passes = settle(emulator, deployment)
+            passes = settle(emulator, deployment, fast_forward=options.fast_forward)
             result = report.build(emulator, deployment, arns, passes)
         finally:
             deployment.close()

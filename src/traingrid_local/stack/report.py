@@ -372,10 +372,9 @@ def fanout_cost(emulator: Emulator, database_url: str, execution_arn: str,
     events = history(emulator, execution_arn)
     output = json.loads(described["output"]) if described.get("output") else None
     usage = receipt.fanout_usage(events, output, described["status"] == "RUNNING")
+    described = region_usage.describe_jobs(jobs)  # as the deployed run's record does
     with transaction(database_url) as session:
-        usage.sagemaker, usage.staging = region_usage.region_usage(
-            session, jobs, lambda region, name: emulator.client(
-                "sagemaker", region).describe_training_job(TrainingJobName=name))
+        usage = usage.with_regions(region_usage.region_usage(session, jobs, described))
     plan = _task_output(events, "PlanFanout") or {}
     return receipt.receipt(usage, view.estimate(view.CAMPAIGN_FANOUT, output, plan))
 

@@ -12,6 +12,7 @@ from traingrid.errors import AwsServiceError, InvalidPageToken, ResourceNotFound
 NOT_FOUND_CODES = frozenset({
     "NoSuchKey", "NoSuchBucket", "404", "FileSystemNotFound", "DataRepositoryTaskNotFound",
     "ResourceNotFoundException", "ExecutionDoesNotExist", "StateMachineDoesNotExist",
+    "ResourceNotFound",  # SageMaker's model, e.g. DescribeTrainingJob
 })
 
 INVALID_TOKEN_CODES = frozenset({"InvalidToken", "InvalidNextToken", "InvalidPaginationToken"})

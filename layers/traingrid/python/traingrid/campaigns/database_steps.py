@@ -15,14 +15,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError
-
 from traingrid import clock
-from traingrid.aws import s3, sagemaker, stepfunctions
+from traingrid.aws import s3, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.sagemaker_job import data_input
-from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid, TrainGridError
+from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
 from traingrid.naming import fanout_name
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
@@ -279,17 +277,6 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
     return FanoutOutcome(status=status, error=error, cause=cause, jobs=results)
 
 
-def _described(region: str, job_name: str) -> dict[str, Any]:
-    """The job as SageMaker reports it; {} (left off the receipt) if it cannot be read, so
-    the run's outcome is recorded all the same."""
-    try:
-        return sagemaker.describe_training_job(region, job_name)
-    except (TrainGridError, BotoCoreError) as error:  # refused, or the region unreachable
-        logger.warning("training job not priced: cannot describe it",
-                       extra={"region": region, "job_name": job_name, "error": str(error)})
-        return {}
-
-
 def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any]:
     """The ended run's receipt, recorded with it: each region's SageMaker job (described in
     its region, outside the transaction) and its staging, priced from the campaign database.
@@ -302,17 +289,14 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
         run = RunRepository(session).get(execution_arn)
         jobs: list[dict[str, Any]] = [] if run is None else [
             {"region": job.region, "requested_region": job.requested_region,
-             "job_name": job.job_name, "staged_bytes": job.staged_bytes} for job in run.jobs]
-    described = {(job["region"], job["job_name"]): _described(job["region"], job["job_name"])
-                 for job in jobs if job["job_name"]}
+             "job_name": job.job_name, "job_arn": job.job_arn,
+             "staged_bytes": job.staged_bytes} for job in run.jobs]
+    described = region_usage.describe_jobs(jobs)
     with transaction(connection_url(settings)) as session:
-        used_sagemaker, used_staging = region_usage.region_usage(
-            session, jobs, lambda region, name: described[(region, name)])
-        usage = receipt.Usage(fanout=True, sagemaker=used_sagemaker, staging=used_staging,
-                              orchestration_source="the execution's history, when the run "
-                                                   "is read (GET /runs/{name})")
-        cost = receipt.receipt(usage, None) | {
-            "regions": region_usage.recorded(used_sagemaker, used_staging)}
+        used = region_usage.region_usage(session, jobs, described)
+        usage = receipt.Usage(fanout=True, orchestration_source="the execution's history, "
+                              "when the run is read (GET /runs/{name})").with_regions(used)
+        cost = receipt.receipt(usage, None) | {"regions": region_usage.recorded(used)}
         RunRepository(session).record_cost(execution_arn, cost)
     return cost
 

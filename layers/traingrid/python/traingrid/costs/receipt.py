@@ -69,6 +69,24 @@ class StagingUse:
     price: prices.Price
 
 
+@dataclass(frozen=True)
+class UnpricedJob:
+    """A region's job left off the receipt, and why (``costs.region_usage`` decides)."""
+
+    region: str
+    job_name: str
+    reason: str
+
+
+@dataclass
+class RegionsUsed:
+    """A fan-out's regions: their SageMaker jobs, staged copies and jobs left unpriced."""
+
+    sagemaker: list[SageMakerUse] = field(default_factory=list)
+    staging: list[StagingUse] = field(default_factory=list)
+    unpriced: list[UnpricedJob] = field(default_factory=list)
+
+
 @dataclass
 class Usage:
     """What a run used, as far as it is known."""
@@ -82,7 +100,13 @@ class Usage:
     fanout: bool = False
     sagemaker: list[SageMakerUse] | None = None  # a fan-out's regions' jobs; None: not known
     staging: list[StagingUse] = field(default_factory=list)
+    unpriced_jobs: list[UnpricedJob] = field(default_factory=list)
     in_flight: bool = False
+
+    def with_regions(self, used: RegionsUsed) -> Usage:
+        """This fan-out's use with its regions' jobs and staging as priced from them."""
+        return replace(self, sagemaker=used.sagemaker, staging=used.staging,
+                       unpriced_jobs=used.unpriced)
 
 
 def _amount(value: Decimal) -> Decimal:
@@ -98,6 +122,30 @@ def _line(part: str, item: str, quantity: float, price: prices.Price) -> dict[st
 def _unpriced(part: str, item: str, source: str) -> dict[str, Any]:
     return {"part": part, "item": item, "quantity": None, "unit": None, "unit_usd": None,
             "amount": Decimal(0), "source": source}
+
+
+def _region_lines(usage: Usage) -> list[dict[str, Any]]:
+    """A fan-out's regions: each SageMaker job priced or said why not, each staged copy."""
+    lines: list[dict[str, Any]] = []
+    if usage.fanout and usage.sagemaker is None:
+        lines.append(_unpriced("compute", "SageMaker training jobs", "not looked up here: "
+                               "each region's DescribeTrainingJob BillableTimeInSeconds"))
+    for job in usage.sagemaker or []:
+        saved = 1 - job.billable_s / job.training_s if job.training_s else 0.0
+        item = (f"SageMaker {job.job_name} in {job.region}: {job.instance_count} × "
+                f"{job.instance_type}, billed {job.billable_s} of {job.training_s} s "
+                f"(managed spot saved {saved:.0%})")
+        line = _line("compute", item, job.instance_count * job.billable_s / 3600, job.price)
+        lines.append(line | {"source": "DescribeTrainingJob BillableTimeInSeconds × "
+                                       f"InstanceCount; {job.price.source}"})
+    for job in usage.unpriced_jobs:
+        lines.append(_unpriced("compute", f"SageMaker {job.job_name} in {job.region}",
+                               job.reason))
+    for staged in usage.staging:
+        gb = staged.bytes / 1e9
+        lines.append(_line("staging", f"{staged.what}: {gb:.3f} GB copied between regions",
+                           gb, staged.price))
+    return lines
 
 
 def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -132,21 +180,7 @@ def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
             line = _line("orchestration", f"{count} {what}", count, unit_price)
             lines.append(line | {"source": f"counted in {usage.orchestration_source}; "
                                             f"{unit_price.source}"})
-    if usage.fanout and usage.sagemaker is None:
-        lines.append(_unpriced("compute", "SageMaker training jobs", "not looked up here: "
-                               "each region's DescribeTrainingJob BillableTimeInSeconds"))
-    for job in usage.sagemaker or []:
-        saved = 1 - job.billable_s / job.training_s if job.training_s else 0.0
-        item = (f"SageMaker {job.job_name} in {job.region}: {job.instance_count} × "
-                f"{job.instance_type}, billed {job.billable_s} of {job.training_s} s "
-                f"(managed spot saved {saved:.0%})")
-        line = _line("compute", item, job.instance_count * job.billable_s / 3600, job.price)
-        lines.append(line | {"source": "DescribeTrainingJob BillableTimeInSeconds × "
-                                       f"InstanceCount; {job.price.source}"})
-    for staged in usage.staging:
-        gb = staged.bytes / 1e9
-        lines.append(_line("staging", f"{staged.what}: {gb:.3f} GB copied between regions",
-                           gb, staged.price))
+    lines += _region_lines(usage)
     parts = {part: sum((line["amount"] for line in lines if line["part"] == part), Decimal(0))
              for part in PARTS}
     total = sum(parts.values(), Decimal(0))
@@ -295,14 +329,14 @@ def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Us
                  staging=staging, in_flight=running, fanout=True)
 
 
-def recorded_regions(regions: dict[str, Any]
-                     ) -> tuple[list[SageMakerUse], list[StagingUse]]:
+def recorded_regions(regions: dict[str, Any]) -> RegionsUsed:
     """A fan-out's regions' use as its run recorded it (``costs.region_usage.recorded``)."""
     def price(found: dict[str, Any]) -> prices.Price:
         return prices.Price(float(found["usd"]), str(found["unit"]), str(found["source"]))
 
-    sagemaker = [SageMakerUse(**(use | {"price": price(use["price"])}))
-                 for use in regions.get("sagemaker") or []]
-    staging = [StagingUse(**(use | {"price": price(use["price"])}))
-               for use in regions.get("staging") or []]
-    return sagemaker, staging
+    return RegionsUsed(
+        sagemaker=[SageMakerUse(**(use | {"price": price(use["price"])}))
+                   for use in regions.get("sagemaker") or []],
+        staging=[StagingUse(**(use | {"price": price(use["price"])}))
+                 for use in regions.get("staging") or []],
+        unpriced=[UnpricedJob(**job) for job in regions.get("unpriced") or []])

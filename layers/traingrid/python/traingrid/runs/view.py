@@ -161,7 +161,7 @@ def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]
     else:
         usage = receipt.fanout_usage(events, _json(description.get("output")), running)
         if not running and recorded and isinstance(recorded.get("regions"), dict):
-            usage.sagemaker, usage.staging = receipt.recorded_regions(recorded["regions"])
+            usage = usage.with_regions(receipt.recorded_regions(recorded["regions"]))
     return receipt.receipt(usage, estimated)
 
 

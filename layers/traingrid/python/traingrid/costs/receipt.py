@@ -138,9 +138,9 @@ def _region_lines(usage: Usage) -> list[dict[str, Any]]:
         line = _line("compute", item, job.instance_count * job.billable_s / 3600, job.price)
         lines.append(line | {"source": "DescribeTrainingJob BillableTimeInSeconds × "
                                        f"InstanceCount; {job.price.source}"})
-    for job in usage.unpriced_jobs:
-        lines.append(_unpriced("compute", f"SageMaker {job.job_name} in {job.region}",
-                               job.reason))
+    for unpriced in usage.unpriced_jobs:
+        lines.append(_unpriced("compute", f"SageMaker {unpriced.job_name} in "
+                                          f"{unpriced.region}", unpriced.reason))
     for staged in usage.staging:
         gb = staged.bytes / 1e9
         lines.append(_line("staging", f"{staged.what}: {gb:.3f} GB copied between regions",

@@ -27,7 +27,10 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--disable-background-networking", "--disable-component-update", "--no-first-run",
          "--disable-sync"]
 GREEN, RED, GREY = "rgb(29, 129, 2)", "rgb(209, 50, 18)", "rgb(154, 164, 176)"
-WAIT_MS = 60_000
+# However busy the machine: every wait of a page (an expect, a click, a navigation) waits on
+# what it expects for up to this long, and asserts what it saw, not how soon.
+WAIT_MS = 120_000
+playwright.expect.set_options(timeout=WAIT_MS)
 DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
 
 
@@ -48,6 +51,8 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser):
     opened = browser.new_page(viewport={"width": 1400, "height": 1000})
+    opened.set_default_timeout(WAIT_MS)
+    opened.set_default_navigation_timeout(WAIT_MS)
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
     yield opened

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from traingrid.aws import sagemaker
 from traingrid.campaigns import database_steps
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import (
@@ -90,7 +91,7 @@ def test_fifty_regions_keep_every_state_small(settings, monkeypatch):
     # Each region's result replaces its planned job (the Map's ResultPath is $.plan.jobs).
     after_map = planned | {"plan": plan | {"jobs": results}}
     # Each region's job billed an hour of its instances (no SageMaker in these regions here).
-    monkeypatch.setattr(database_steps.sagemaker, "describe_training_job", lambda region, name: {
+    monkeypatch.setattr(sagemaker, "describe_training_job", lambda region, name: {
         "BillableTimeInSeconds": 3600, "TrainingTimeInSeconds": 3600,
         "ResourceConfig": {"InstanceType": "ml.p3.16xlarge", "InstanceCount": 1}})
     outcome = database_steps.finish_fanout({"state": after_map, "execution_arn": EXECUTION},

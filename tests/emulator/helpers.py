@@ -175,17 +175,36 @@ def create_state_machine(emulator: Emulator, name: str, definition: Mapping[str,
     )["stateMachineArn"]
 
 
+def skipping_idle_time(probe: Callable[[], T]) -> Callable[[], T]:
+    """``probe``, skipping the clock ahead before each look whenever every thread waits for
+    it (``SimulatedClock.fast_forward``): simulated hours pass in the milliseconds of work
+    they hold, on a slow clock whose running time adds little to what a test measures."""
+    from traingrid_local.emulator.alarms import ALARMS
+    from traingrid_local.emulator.clock import CLOCK
+
+    def look() -> T:
+        if CLOCK.fast_forward():
+            ALARMS.wake()
+        return probe()
+
+    return look
+
+
 def run_execution(emulator: Emulator, machine_arn: str, payload: Any = None,
-                  name: str = "test-run", timeout: float = 5.0) -> dict[str, Any]:
-    """Start an execution and wait until it ends; returns its description."""
+                  name: str = "test-run", timeout: float = 5.0,
+                  skip_idle_time: bool = False) -> dict[str, Any]:
+    """Start an execution and wait until it ends (skipping the clock ahead meanwhile, if
+    asked: ``skipping_idle_time``); returns its description."""
     sfn = client(emulator, "stepfunctions")
     execution = sfn.start_execution(stateMachineArn=machine_arn, name=name,
                                     input=json.dumps(payload or {}))["executionArn"]
-    return wait_until(
-        lambda: (d := sfn.describe_execution(executionArn=execution))["status"]
-        in TERMINAL_EXECUTION_STATES and d,
-        timeout=timeout, what=f"execution {name} to end",
-    )
+
+    def ended() -> dict[str, Any] | bool:
+        described = sfn.describe_execution(executionArn=execution)
+        return described["status"] in TERMINAL_EXECUTION_STATES and described
+
+    return wait_until(skipping_idle_time(ended) if skip_idle_time else ended,
+                      timeout=timeout, what=f"execution {name} to end")
 
 
 def history_types(emulator: Emulator, execution_arn: str) -> list[str]:

@@ -1,6 +1,5 @@
-"""The fault matrix: every Task state of both pipelines is in it and reachable, and a
-representative part of it runs here (``make faults`` runs all of it): one cell per fault and
-pipeline, at states whose failure takes different paths."""
+"""The fault matrix: every Task state of both pipelines is in it and reachable, and all of it
+runs here, in shards the workers share (``make faults`` runs it as one table)."""
 
 from __future__ import annotations
 
@@ -16,21 +15,24 @@ from traingrid_local.emulator.fault_injection import STATE_FAULTS
 
 pytestmark = pytest.mark.e2e
 
-# Each fault kind once per pipeline; between them: the hydrate, train, archive and release
-# steps, a step only a failure reaches, a Map branch and the database steps.
-SAMPLE = [
-    Cell("training", "CreateFileSystem", "throttling-storm"),
-    Cell("training", "AwaitTrainingJob", "abort"),
-    Cell("training", "CheckExport", "timeout"),
-    Cell("training", "DeleteFileSystem", "service-error"),
-    Cell("training", "StopTrainingJob", "throttling-storm"),
-    Cell("training", "RecordSuccess", "service-error"),
-    Cell("training", "NextAttempt", "abort"),
-    Cell("campaign", "CheckRegionJob", "abort"),
-    Cell("campaign", "RecordRegionJob", "service-error"),
-    Cell("campaign", "LaunchRegionJob", "throttling-storm"),
-    Cell("campaign", "FinishFanout", "timeout"),
-]
+# The whole matrix runs here, split into shards of about this many cells (one deployment
+# each), so the workers share it and a cell that crashes never lands.
+SHARD_CELLS = 13
+
+
+def _shards() -> dict[str, list[Cell]]:
+    shards: dict[str, list[Cell]] = {}
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for cell in fault_matrix.cells():
+        groups.setdefault((cell.pipeline, cell.backend), []).append(cell)
+    for (pipeline, backend), cells in groups.items():
+        count = -(-len(cells) // SHARD_CELLS)
+        for index in range(count):
+            shards[f"{pipeline}-{backend}-{index + 1}of{count}"] = cells[index::count]
+    return shards
+
+
+SHARDS = _shards()
 
 
 def test_the_matrix_is_every_task_state_of_both_pipelines_times_every_fault():
@@ -68,42 +70,65 @@ def test_asking_for_what_is_not_there_says_what_is():
     assert "CreateFileSystem" in message
 
 
-def test_a_part_of_the_matrix_ends_as_expected_with_nothing_leaked(tmp_path):
+def test_the_shards_hold_every_cell_once():
+    held = [cell for cells in SHARDS.values() for cell in cells]
+    assert sorted(held, key=repr) == sorted(fault_matrix.cells(), key=repr)
+    assert max(len(cells) for cells in SHARDS.values()) <= SHARD_CELLS
+
+
+def _released_and_recorded(by_cell: dict[tuple[str, str], fault_matrix.CellResult]) -> None:
+    """What particular cells must show beyond ending as expected with nothing leaked."""
+    def cell(state: str, fault: str) -> fault_matrix.CellResult | None:
+        return by_cell.get((state, fault))
+
+    # Released by the pipeline itself, or by the janitor when nothing else could.
+    if (found := cell("AwaitTrainingJob", "abort")) is not None:
+        assert found.janitor_actions >= 2 and found.database["status"] == "ABORTED"
+    if (found := cell("DeleteFileSystem", "service-error")) is not None:
+        assert found.janitor_actions == 1
+    if (found := cell("RecordSuccess", "service-error")) is not None:
+        assert (found.database["status"], found.database["recorded_by"]) == (
+            "SUCCEEDED", "janitor")
+    # Stopped while choosing another attempt: the lost job's file system is archived and
+    # released by the janitor.
+    if (found := cell("NextAttempt", "abort")) is not None:
+        assert found.janitor_actions >= 1
+    if (found := cell("CheckRegionJob", "abort")) is not None:
+        assert found.database["status"] == "FAILED"
+        assert "ABORTED" in found.database["failure_cause"]
+        assert set(found.database["jobs"].values()) == {"Stopped"}
+    if (found := cell("CreateFileSystem", "throttling-storm")) is not None:
+        assert found.error == "FSx.ThrottlingException" and "quota" in found.cause
+        assert fault_matrix.table_rows([found])["training"][0] == [
+            "CreateFileSystem", "-", "FAILED · 0 leaked", "-", "-"]
+
+
+@pytest.mark.parametrize("shard", sorted(SHARDS))
+def test_every_cell_of_the_matrix_ends_as_expected_with_nothing_leaked(shard, tmp_path):
+    cells = SHARDS[shard]
     unauthorised: list[str] = []
-    janitor_calls: list[set[str]] = []  # per pipeline, in the order they ran
+    janitor_calls: set[str] = set()
 
     def check_roles(emulator, deployment):
         # Every function, the janitor too, called only what its role allows.
         unauthorised.extend(missing_permissions(deployment.stack, dict(lambda_inprocess.CALLS)))
-        janitor_calls.append(lambda_inprocess.CALLS[deployment.stack.resources["JanitorFunction"]])
+        janitor_calls.update(
+            lambda_inprocess.CALLS[deployment.stack.resources["JanitorFunction"]])
 
-    results = fault_matrix.run(SAMPLE, database_dir=tmp_path, after=check_roles)
+    results = fault_matrix.run(cells, database_dir=tmp_path, after=check_roles)
 
-    assert [r.cell for r in results] == SAMPLE
-    assert unauthorised == []
-    training, campaign = janitor_calls
-    assert {"batch:TerminateJob", "fsx:DeleteFileSystem", "s3:GetObject"} <= training
-    assert {"sagemaker:ListTags", "sagemaker:StopTrainingJob"} <= campaign
+    assert [r.cell for r in results] == cells
     problems = {f"{r.cell.state}/{r.cell.fault}": r.problems for r in results if not r.ok}
     assert problems == {}
+    assert unauthorised == []
     for result in results:
         assert result.status == result.cell.expected
         assert result.leaked == []
     by_cell = {(r.cell.state, r.cell.fault): r for r in results}
-    # Released by the pipeline itself, or by the janitor when nothing else could.
-    assert by_cell[("AwaitTrainingJob", "abort")].janitor_actions >= 2
-    assert by_cell[("DeleteFileSystem", "service-error")].janitor_actions == 1
-    unrecorded = by_cell[("RecordSuccess", "service-error")].database
-    assert (unrecorded["status"], unrecorded["recorded_by"]) == ("SUCCEEDED", "janitor")
-    assert by_cell[("AwaitTrainingJob", "abort")].database["status"] == "ABORTED"
-    # Stopped while choosing another attempt: the lost job's file system is archived and
-    # released by the janitor.
-    assert by_cell[("NextAttempt", "abort")].janitor_actions >= 1
-    assert "states:ListExecutions" in training
-    aborted = by_cell[("CheckRegionJob", "abort")].database
-    assert aborted["status"] == "FAILED" and "ABORTED" in aborted["failure_cause"]
-    assert set(aborted["jobs"].values()) == {"Stopped"}
-    storm = by_cell[("CreateFileSystem", "throttling-storm")]
-    assert storm.error == "FSx.ThrottlingException" and "quota" in storm.cause
-    rows = fault_matrix.table_rows(results)
-    assert rows["training"][0] == ["CreateFileSystem", "-", "FAILED · 0 leaked", "-", "-"]
+    _released_and_recorded(by_cell)
+    if ("AwaitTrainingJob", "abort") in by_cell:
+        assert {"batch:TerminateJob", "fsx:DeleteFileSystem", "s3:GetObject"} <= janitor_calls
+    if ("NextAttempt", "abort") in by_cell:
+        assert "states:ListExecutions" in janitor_calls
+    if ("CheckRegionJob", "abort") in by_cell:
+        assert {"sagemaker:ListTags", "sagemaker:StopTrainingJob"} <= janitor_calls

@@ -2,7 +2,9 @@
 announces with an event whether or not anyone is looking.
 
 One daemon thread runs every due alarm in time order, holding the clock while it acts (the
-event deliveries an alarm sets off take no simulated time). The emulator session clears the
+event deliveries an alarm sets off take no simulated time). The clock knows the next alarm's
+time and stops there until the alarm is taken, so an alarm acts at its own simulated moment
+however late this machine runs the thread. The emulator session clears the
 alarms when it starts and ends, so none outlives the account it belongs to.
 """
 
@@ -33,6 +35,7 @@ class Alarms:
     def at(self, when: datetime, action: Callable[[], None]) -> None:
         with self._changed:
             heapq.heappush(self._due, (when.timestamp(), next(self._order), action))
+            CLOCK.set_alarm_due(self._due[0][0])
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="emulator-alarms",
                                                 daemon=True)
@@ -42,6 +45,7 @@ class Alarms:
     def clear(self) -> None:
         with self._changed:
             self._due.clear()
+            CLOCK.set_alarm_due(None)
             self._changed.notify()
 
     def pending(self) -> int:
@@ -67,9 +71,12 @@ class Alarms:
                 if not self._due:
                     self._changed.wait(_IDLE_S)
                     continue
-                remaining = self._due[0][0] - CLOCK.timestamp()
+                remaining = CLOCK.remaining(self._due[0][0])
                 if remaining <= 0:
-                    return heapq.heappop(self._due)[2], CLOCK.hold_for_another()
+                    action = heapq.heappop(self._due)[2]
+                    held = CLOCK.hold_for_another()  # before the alarm's stop is let go
+                    CLOCK.set_alarm_due(self._due[0][0] if self._due else None)
+                    return action, held
                 self._changed.wait(min(CLOCK.real_seconds(remaining), _LOOK_AGAIN_S))
 
     def _run(self) -> None:

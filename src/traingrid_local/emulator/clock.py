@@ -11,6 +11,12 @@ that wait for simulated time (a Wait state, a task timeout, a callback) let go o
 while they wait (:meth:`SimulatedClock.released`), so time moves exactly when every busy thread
 is waiting for it — the way time passes for work that costs nothing on AWS.
 
+It never runs past a moment something waits for before that something has seen it: a
+waiter's deadline (:meth:`SimulatedClock.wait`) or the next alarm (:meth:`set_alarm_due`).
+Reaching one, the clock stops there until the waiter has woken or the alarm has been taken,
+however late this machine schedules either: a one-hour timeout ends at exactly one hour, on
+an idle machine and on a busy one alike, at any speed.
+
 When nothing holds it and threads wait for it, the clock may also skip ahead
 (:meth:`SimulatedClock.fast_forward`, which ``traingrid demo`` calls as it follows its runs):
 straight to the earliest moment a waiter (or an alarm) waits for, instead of letting real time
@@ -32,6 +38,8 @@ _LOOK_AGAIN_S = 0.05
 # How long the clock must have gone unheld before it skips ahead: a thread woken a moment ago
 # (a new execution's, say) takes its hold by then.
 _IDLE_BEFORE_SKIP_S = 0.05
+# A deadline this close (simulated seconds) counts as reached: timestamps are floats.
+_REACHED_S = 1e-3
 
 
 class SimulatedClock:
@@ -62,6 +70,13 @@ class SimulatedClock:
             # and the waits a skip ended, held for until their thread runs again.
             self._deadlines: dict[object, float] = {}
             self._handed: set[object] = set()
+            # The next alarm's time (alarms.Alarms says), and whether the clock stands at it
+            # until the alarm is taken off the list.
+            self._alarm_due: float | None = None
+            self._alarm_held = False
+            # No reading is earlier than the last one, nor than a barrier the clock stopped at
+            # (the real instant it stopped maps back to within a float's rounding of it).
+            self._floor = self._sim0
             # Threads of an earlier session (an execution stopped mid-wait) may let go later;
             # their holds belonged to that session and must not touch this one.
             self._generation = getattr(self, "_generation", 0) + 1
@@ -85,9 +100,51 @@ class SimulatedClock:
         return self._sim0 + timedelta(
             seconds=running * self.speed + self._skipped_before(real))
 
+    def _stop_at_barrier(self, real: float) -> None:
+        """If the clock has reached (or passed) the earliest deadline or alarm nobody has yet
+        seen, hold it at that moment from the real instant it got there, until the waiters
+        whose deadline it is have woken and the alarm has been taken. Called (lock held)
+        before the clock is read, so no reading ever passes the barrier."""
+        if self._depth:
+            return  # held: it stands still
+        pending = [d for token, d in self._deadlines.items() if token not in self._handed]
+        if self._alarm_due is not None and not self._alarm_held:
+            pending.append(self._alarm_due)
+        if not pending:
+            return
+        barrier = min(pending)
+        overshoot = self._at(real).timestamp() - barrier
+        if overshoot <= 0:
+            return
+        # The real instant the clock reached the barrier; never before what was recorded last.
+        reached = max(real - overshoot / self.speed, self._ends[-1] if self._ends else 0.0,
+                      self._skipped_at[-1] if self._skipped_at else 0.0)
+        self._paused_at = reached  # one hold per waiter and alarm, from then
+        self._floor = max(self._floor, datetime.fromtimestamp(barrier, UTC))
+        for token, deadline in self._deadlines.items():
+            if deadline <= barrier and token not in self._handed:
+                self._handed.add(token)
+                self._depth += 1
+        if self._alarm_due is not None and self._alarm_due <= barrier and not self._alarm_held:
+            self._alarm_held = True
+            self._depth += 1
+
+    def set_alarm_due(self, due: float | None) -> None:
+        """The next alarm's simulated time (None: no alarm), as the alarms change; an alarm
+        taken off the list lets go of the clock it stopped."""
+        with self._lock:
+            self._stop_at_barrier(time.time())
+            if self._alarm_held and (due is None or due != self._alarm_due):
+                self._alarm_held = False
+                self._remove_hold()
+            self._alarm_due = due
+
     def now(self) -> datetime:
         with self._lock:
-            return self._at(time.time())
+            real = time.time()
+            self._stop_at_barrier(real)
+            self._floor = max(self._floor, self._at(real))
+            return self._floor
 
     def simulated_at(self, real_timestamp: float) -> datetime:
         """The simulated time of a past real instant (e.g. when moto stamped an event)."""
@@ -96,6 +153,11 @@ class SimulatedClock:
 
     def timestamp(self) -> float:
         return self.now().timestamp()
+
+    def remaining(self, deadline: float) -> float:
+        """Simulated seconds until ``deadline`` (a simulated timestamp); 0 once reached."""
+        left = deadline - self.timestamp()
+        return left if left > _REACHED_S else 0.0
 
     # --- holding the clock -------------------------------------------------------------
 
@@ -192,7 +254,7 @@ class SimulatedClock:
         try:  # still a waiter until it holds the clock again: no skip in between
             with self.released():
                 while True:
-                    remaining = deadline - self.timestamp()
+                    remaining = self.remaining(deadline)
                     if remaining <= 0:
                         return False
                     if nap(min(self.real_seconds(remaining), _LOOK_AGAIN_S)) and woken:
@@ -200,7 +262,7 @@ class SimulatedClock:
         finally:
             with self._lock:
                 self._deadlines.pop(token, None)
-                if token in self._handed:  # held since a skip ended this wait
+                if token in self._handed:  # held since a skip or the barrier ended this wait
                     self._handed.discard(token)
                     self._remove_hold()
 
@@ -213,10 +275,13 @@ class SimulatedClock:
         due = [t for t in also_due if t is not None]
         with self._lock:
             real = time.time()
+            self._stop_at_barrier(real)
+            if self._alarm_due is not None:
+                due.append(self._alarm_due)
             if self._depth or not self._deadlines or real - self._free_since < idle_s:
                 return 0.0
             target = min([*self._deadlines.values(), *due])
-            skip = target - self._at(real).timestamp()
+            skip = target - max(self._floor, self._at(real)).timestamp()
             if skip <= 0:
                 return 0.0
             self._skipped_at.append(real)

@@ -9,6 +9,8 @@
   created on first use as AWS does (moto requires the property), without
   ``SecurityGroupIds`` its launch template's (moto requires them on the environment), and its
   ``EksConfiguration`` (moto drops it) for a cluster that exists (:mod:`.batch_pods`);
+- a template given as JSON is read as JSON (moto reads every template with PyYAML's Python
+  loader first, a second or more for TrainGrid's on every deploy); YAML stays YAML;
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
   a string and a ``Number`` default text); ``DescribeStacks`` gives a list parameter as AWS
   does, ``a,b`` (moto gives Python's ``['a', 'b']``);
@@ -22,6 +24,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -229,7 +233,20 @@ def _parameter_list(previous: Any) -> property:
     return property(parameter_list)
 
 
+def _parse_template(previous: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    def parse_template(template: str) -> dict[str, Any]:
+        if template.lstrip().startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                parsed: dict[str, Any] = json.loads(template)
+                return parsed
+        return previous(template)
+
+    return parse_template
+
+
 def apply() -> None:
+    PATCHES.wrap(FakeStack, "parse_template",
+                 lambda previous: staticmethod(_parse_template(original_function(previous))))
     PATCHES.wrap(parsing, "parse_resource_and_generate_name", _named)
     PATCHES.wrap(LambdaFunction, "create_from_cloudformation_json", _function_create)
     PATCHES.add(LayerVersion, "physical_resource_id", property(lambda self: self.arn))

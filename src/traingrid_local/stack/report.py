@@ -128,10 +128,11 @@ def training_attempts(events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str) -> dict[str, Any]:
+def execution_entry(emulator: Emulator, stack: Stack, execution_arn: str,
+                    events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     sfn = emulator.client("stepfunctions")
     described = sfn.describe_execution(executionArn=execution_arn)
-    events = history(emulator, execution_arn)
+    events = history(emulator, execution_arn) if events is None else events
     machines = stack.state_machine_names()
     end = described.get("stopDate") or events[-1]["timestamp"]
     output = json.loads(described["output"]) if described.get("output") else None
@@ -364,12 +365,13 @@ def training_job(emulator: Emulator, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def fanout_cost(emulator: Emulator, database_url: str, execution_arn: str,
-                jobs: list[dict[str, Any]]) -> dict[str, Any]:
+                jobs: list[dict[str, Any]],
+                events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A fan-out's receipt with each region's SageMaker job (DescribeTrainingJob's
     BillableTimeInSeconds × InstanceCount at the region's on-demand price) and its staging at
     the data region's transfer price, both from the campaign database."""
     described = emulator.client("stepfunctions").describe_execution(executionArn=execution_arn)
-    events = history(emulator, execution_arn)
+    events = history(emulator, execution_arn) if events is None else events
     output = json.loads(described["output"]) if described.get("output") else None
     usage = receipt.fanout_usage(events, output, described["status"] == "RUNNING")
     described = region_usage.describe_jobs(jobs)  # as the deployed run's record does
@@ -393,23 +395,24 @@ def training_record(database_url: str, execution_arn: str) -> dict[str, Any] | N
 def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
           janitor_passes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     stack = deployment.stack
-    executions = [execution_entry(emulator, stack, arn) for arn in execution_arns]
+    histories = {arn: history(emulator, arn) for arn in execution_arns}  # each read once
+    executions = [execution_entry(emulator, stack, arn, histories[arn]) for arn in execution_arns]
     found = artifacts(emulator, stack.outputs["DataBucketName"])
     for entry in executions:
+        events = histories[entry["execution_arn"]]
         if entry["state_machine"] == "TrainingRun":
-            events = history(emulator, entry["execution_arn"])
             entry["cleanup"] = cleanup(emulator, events)
             entry.update(training_attempts(events))
             entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
         if entry["state_machine"] == "CampaignFanout":
-            reasons = planned_inputs(history(emulator, entry["execution_arn"]))
+            reasons = planned_inputs(events)
             entry["jobs"] = [
                 job | training_job(emulator, job)
                 | {"input_reason": reasons.get(job["requested_region"])}
                 for job in sample_campaign.region_jobs(deployment.database_url,
                                                      entry["execution_arn"])]
             entry["cost"] = fanout_cost(emulator, deployment.database_url,
-                                        entry["execution_arn"], entry["jobs"])
+                                        entry["execution_arn"], entry["jobs"], events)
             found += [{"run": entry["name"], "uri": job["artifacts"], "region": job["region"]}
                       for job in entry["jobs"] if job["artifacts"]]
     owners = Executions(emulator)

@@ -25,7 +25,7 @@ PARALLEL ?= --numprocesses=auto --dist=worksteal
 
 .PHONY: help install demo test unit e2e lint typecheck template-check security-check sam-build \
 	schema bench faults clean openmpi sshd chromium trainer-test mpi-smoke push-images notebook-check \
-	audit bench-input bench-gpu
+	audit bench-input bench-gpu venvs suite load-check
 
 help:
 	@echo "make demo            run both pipelines end to end on the embedded emulator"
@@ -40,6 +40,7 @@ help:
 	@echo "make bench-input     the trainer's input pipeline, legacy and current: images/s a worker"
 	@echo "make bench-gpu       images/s per GPU and NCCL all-reduce bandwidth (on a GPU machine)"
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
+	@echo "make load-check      the timing-bound tests 3 times while both cores are kept busy"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
 	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K, SLOW_RANK=K)"
 	@echo "make push-images     build both images once; node image to HOME_REGION, SageMaker's to REGIONS"
@@ -106,9 +107,31 @@ chromium:
 demo: install
 	$(BIN)/traingrid demo
 
-test: install lint typecheck template-check security-check trainer-test chromium notebook-check
-	$(MAKE) mpi-smoke NODES=2
+# make test's stages, each timed (tools/stages.py prints the times at its end): Debian's
+# packages (apt runs one at a time), every venv side by side, the trainer's tests and the
+# namespace smoke (mostly waiting on their processes) beside the static checks and the
+# notebook, then the suite on every core.
+test:
+	@$(PYTHON) tools/stages.py "openmpi sshd chromium" "-j4 venvs" \
+		"trainer-test ; mpi-smoke NODES=2 & lint ; typecheck ; template-check ; \
+		security-check ; notebook-check" suite
+
+venvs: install $(TRAINER_VENV)/.installed $(SAM_VENV)/.installed \
+	$(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION) $(NOTEBOOK_VENV)/.installed
+
+suite: install
 	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
+
+# The suite's timing-bound tests (tests/conftest.py: TIMING_MODULES) three times in a row while
+# two processes keep both cores busy: each round must pass.
+LOAD_ROUNDS ?= 3
+load-check: install chromium
+	@hogs=""; for i in 1 2; do $(PYTHON) -c 'while True: pass' & hogs="$$hogs $$!"; done; \
+	trap 'kill $$hogs 2>/dev/null' EXIT INT TERM; \
+	for round in $$(seq 1 $(LOAD_ROUNDS)); do \
+		echo "load-check: round $$round of $(LOAD_ROUNDS), both cores kept busy"; \
+		$(BIN)/pytest -m timing $(PARALLEL) -q $(PYTEST_ARGS) || exit 1; \
+	done; echo "load-check: $(LOAD_ROUNDS) of $(LOAD_ROUNDS) rounds passed"
 
 unit: install
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

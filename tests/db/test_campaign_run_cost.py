@@ -19,14 +19,19 @@ from traingrid.errors import AwsServiceError
 ARN = "arn:aws:states:us-east-1:123456789012:execution:traingrid-CampaignFanout:sf-1"
 
 
-def test_a_fanouts_receipt_is_recorded_with_its_run_and_read_back_exactly(
-        migrated_url, monkeypatch):
-    with transaction(migrated_url) as session:
+def _plan_a_run(url: str) -> None:
+    """The sample campaign's run, planned in every region its data is in."""
+    with transaction(url) as session:
         add_regions(session, prices={"eu-west-1": 30.47})
         add_data_everywhere(session)
         runs = RunRepository(session)
         run = runs.start(CAMPAIGN, "sf-1", ARN, "data-local", T0)
         runs.add_planned_jobs(run, plan_campaign(session, CAMPAIGN))
+
+
+def test_a_fanouts_receipt_is_recorded_with_its_run_and_read_back_exactly(
+        migrated_url, monkeypatch):
+    _plan_a_run(migrated_url)
     with transaction(migrated_url) as session:
         runs = RunRepository(session)
         # eu-west-1 trained in us-east-1 (after copying its data there); eu-central-1 never
@@ -80,12 +85,7 @@ def test_a_region_job_that_never_started_is_left_off_the_receipt_with_a_word(
         migrated_url, monkeypatch):
     """Named when planned, refused before SageMaker made it (staging failed, say): SageMaker
     has no such job, the receipt says so, and the run's cost is still recorded."""
-    with transaction(migrated_url) as session:
-        add_regions(session, prices={"eu-west-1": 30.47})
-        add_data_everywhere(session)
-        runs = RunRepository(session)
-        run = runs.start(CAMPAIGN, "sf-1", ARN, "data-local", T0)
-        runs.add_planned_jobs(run, plan_campaign(session, CAMPAIGN))
+    _plan_a_run(migrated_url)
     with transaction(migrated_url) as session:
         RunRepository(session).record_job(ARN, "us-west-2", status="Failed",
                                           job_name="sf-1-us-west-2")

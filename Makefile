@@ -72,7 +72,9 @@ $(TRAINER_VENV)/.installed: $(TRAINER_REQUIREMENTS) | openmpi
 	$(TRAINER_VENV)/bin/pip install --quiet -r $(TRAINER_REQUIREMENTS)
 	touch $@
 
-$(NOTEBOOK_VENV)/.installed: pyproject.toml $(NOTEBOOK_CONSTRAINTS)
+# After .venv's (order only): both install the project in place, and two builds of its
+# metadata at once (make -j4 venvs) would write the same egg-info.
+$(NOTEBOOK_VENV)/.installed: pyproject.toml $(NOTEBOOK_CONSTRAINTS) | $(VENV)/.installed
 	$(PYTHON) -m venv $(NOTEBOOK_VENV)
 	$(NOTEBOOK_VENV)/bin/pip install --quiet --upgrade pip==25.3
 	$(NOTEBOOK_VENV)/bin/pip install --quiet -c $(NOTEBOOK_CONSTRAINTS) -e '.[notebook]'

@@ -20,6 +20,9 @@ from traingrid_local.emulator.session import Emulator
 T = TypeVar("T")
 
 TERMINAL_EXECUTION_STATES = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+# How long a test waits in real time for what it expects, however busy the machine: a wait
+# ends as soon as its condition holds, so only a test that is failing pays for it.
+DEADLINE_S = 120.0
 TERMINAL_JOB_STATES = {"SUCCEEDED", "FAILED"}
 
 
@@ -34,7 +37,7 @@ def client(emulator: Emulator, service: str) -> Any:
     return clients[service]
 
 
-def wait_until(probe: Callable[[], T], timeout: float = 5.0, interval: float = 0.005,
+def wait_until(probe: Callable[[], T], timeout: float = DEADLINE_S, interval: float = 0.005,
                what: str = "the condition") -> T:
     """Poll ``probe`` until it returns something truthy; fail after ``timeout`` real seconds."""
     deadline = time.monotonic() + timeout
@@ -152,7 +155,7 @@ def describe_job(emulator: Emulator, job_id: str) -> dict[str, Any]:
     return client(emulator, "batch").describe_jobs(jobs=[job_id])["jobs"][0]
 
 
-def wait_for_job(emulator: Emulator, job_id: str, timeout: float = 5.0) -> dict[str, Any]:
+def wait_for_job(emulator: Emulator, job_id: str, timeout: float = DEADLINE_S) -> dict[str, Any]:
     return wait_until(
         lambda: (job := describe_job(emulator, job_id))["status"] in TERMINAL_JOB_STATES
         and job,
@@ -191,7 +194,7 @@ def skipping_idle_time(probe: Callable[[], T]) -> Callable[[], T]:
 
 
 def run_execution(emulator: Emulator, machine_arn: str, payload: Any = None,
-                  name: str = "test-run", timeout: float = 5.0,
+                  name: str = "test-run", timeout: float = DEADLINE_S,
                   skip_idle_time: bool = False) -> dict[str, Any]:
     """Start an execution and wait until it ends (skipping the clock ahead meanwhile, if
     asked: ``skipping_idle_time``); returns its description."""

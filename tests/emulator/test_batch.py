@@ -65,7 +65,7 @@ def test_a_job_moves_through_its_states_on_the_simulated_clock(
             seen.append(status)
         return status in ("SUCCEEDED", "FAILED")
 
-    wait_until(ended, timeout=10, interval=0.002, what="the job to end")
+    wait_until(ended, interval=0.002, what="the job to end")
 
     assert seen[0] in ("SUBMITTED", "PENDING", "RUNNABLE")
     assert seen == sorted(seen, key=ORDER.index)
@@ -277,8 +277,8 @@ def test_every_status_change_is_announced_when_it_happens(
     machine = _record_batch_events(emulator)
     setup = create_batch(emulator)
     job_id = _submit(emulator, setup)
-    job = wait_for_job(emulator, job_id, timeout=20)
-    wait_until(lambda: len(_recorded(emulator, machine)) == 6, timeout=5,
+    job = wait_for_job(emulator, job_id)
+    wait_until(lambda: len(_recorded(emulator, machine)) == 6,
                what="six state-change events")
 
     events = _recorded(emulator, machine)
@@ -299,13 +299,13 @@ def test_terminating_a_job_announces_its_failure_at_once(start_emulator: StartEm
     machine = _record_batch_events(emulator)
     setup = create_batch(emulator)
     job_id = _submit(emulator, setup)
-    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE", timeout=5,
+    wait_until(lambda: describe_job(emulator, job_id)["status"] == "RUNNABLE",
                what="the job to queue")
 
     emulator.client("batch").terminate_job(jobId=job_id, reason="no capacity")
 
     wait_until(lambda: _recorded(emulator, machine)[-1]["detail"]["status"] == "FAILED",
-               timeout=5, what="the FAILED event")
+               what="the FAILED event")
     assert _recorded(emulator, machine)[-1]["detail"]["statusReason"] == "no capacity"
 
 
@@ -316,10 +316,10 @@ def test_fault_lost_events_announces_nothing(
     machine = _record_batch_events(emulator)
     dropped = batch.DROPPED_EVENTS["count"]
 
-    job = wait_for_job(emulator, _submit(emulator, create_batch(emulator)), timeout=10)
+    job = wait_for_job(emulator, _submit(emulator, create_batch(emulator)))
 
     assert job["status"] == "SUCCEEDED"
-    wait_until(lambda: batch.DROPPED_EVENTS["count"] - dropped == 6, timeout=5,
+    wait_until(lambda: batch.DROPPED_EVENTS["count"] - dropped == 6,
                what="six dropped events")
     assert _recorded(emulator, machine) == []
 

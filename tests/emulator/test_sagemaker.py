@@ -18,7 +18,7 @@ from traingrid_local.emulator.fault_injection import FaultPlan
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
 from .conftest import StartEmulator
-from .helpers import wait_until
+from .helpers import DEADLINE_S, wait_until
 
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/sagemaker-training"
 BUCKET = "traingrid-models"
@@ -93,7 +93,7 @@ def _describe(emulator: Emulator, name: str, region: str | None = None) -> dict[
 
 
 def _wait_for(emulator: Emulator, name: str, *statuses: str, region: str | None = None,
-              secondary: bool = False, timeout: float = 5.0) -> dict[str, Any]:
+              secondary: bool = False, timeout: float = DEADLINE_S) -> dict[str, Any]:
     client = _client(emulator, "sagemaker", region)
     key = "SecondaryStatus" if secondary else "TrainingJobStatus"
     return wait_until(
@@ -154,7 +154,7 @@ def test_a_job_moves_through_its_secondary_statuses_to_completed(
             seen.append(state)
         return state[0] in sagemaker.TERMINAL
 
-    wait_until(ended, timeout=30, interval=0.01, what="the training job to end")
+    wait_until(ended, interval=0.01, what="the training job to end")
 
     assert seen == [("InProgress", "Starting"), ("InProgress", "Downloading"),
                     ("InProgress", "Training"), ("InProgress", "Uploading"),

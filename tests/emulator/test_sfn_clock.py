@@ -28,8 +28,6 @@ SLOW = 10.0
 # What a machine that runs the test late may add to an exact duration: a minute of this
 # clock is six real seconds in which no thread holds it.
 SLACK_S = 60
-# Real seconds a test may take, however busy the machine (a handful of states' work).
-DEADLINE_S = 60.0
 
 
 def _role(emulator: Emulator) -> str:
@@ -47,7 +45,7 @@ def test_a_wait_state_waits_simulated_seconds(start_emulator: StartEmulator) -> 
     }, _role(emulator))
 
     execution = run_execution(emulator, machine, {"wait_s": 2 * HOUR}, name="waits-1",
-                              timeout=DEADLINE_S, skip_idle_time=True)
+                              skip_idle_time=True)
 
     assert execution["status"] == "SUCCEEDED"
     simulated = emulator.simulated_seconds(execution["startDate"], execution["stopDate"])
@@ -73,7 +71,7 @@ def test_retry_intervals_pass_on_the_simulated_clock(start_emulator: StartEmulat
         },
     }, _role(emulator))
 
-    execution = run_execution(emulator, machine, name="retries-1", timeout=DEADLINE_S,
+    execution = run_execution(emulator, machine, name="retries-1",
                               skip_idle_time=True)
 
     assert execution["status"] == "SUCCEEDED"
@@ -99,7 +97,7 @@ def test_stopping_an_execution_ends_its_wait(start_emulator: StartEmulator) -> N
     stopped = wait_until(
         lambda: (d := sfn.describe_execution(executionArn=execution))["status"] != "RUNNING"
         and d,
-        timeout=3, what="the execution to stop",
+        what="the execution to stop",
     )
     assert stopped["status"] == "ABORTED"
 
@@ -160,7 +158,7 @@ def test_a_task_timeout_counts_simulated_seconds_and_a_catch_may_start_the_state
     emulator = start_emulator(speed=SLOW)
     machine = _waiting_machine(emulator, complete_on_call=3)
 
-    execution = run_execution(emulator, machine, name="await-1", timeout=DEADLINE_S,
+    execution = run_execution(emulator, machine, name="await-1",
                               skip_idle_time=True)
 
     assert execution["status"] == "SUCCEEDED"

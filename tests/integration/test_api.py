@@ -20,7 +20,8 @@ DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 
 
-def follow(client, name: str, timeout: float = 60) -> dict:
+def follow(client, name: str, timeout: float = 300) -> dict:
+    """The run once it has ended (a generous deadline: a busy machine runs it late)."""
     deadline = time.monotonic() + timeout
     while True:
         run = client.get(f"/runs/{name}")

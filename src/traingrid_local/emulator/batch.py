@@ -127,8 +127,10 @@ class SimulatedJob:
             return [status for status, at in self.schedule() if at <= CLOCK.now()
                     ][: ORDER.index(self.status) + 1]
         stopped = self.stopped_at or CLOCK.now()
+        # A status entered at the very moment of the stop was entered (the clock stands at an
+        # alarm's moment until it is taken, so a TerminateJob may come at exactly that time).
         before = [status for status, at in self.schedule()
-                  if at < stopped and status not in ("SUCCEEDED", "FAILED")]
+                  if at <= stopped and status not in ("SUCCEEDED", "FAILED")]
         return [*before, self.status]
 
     def advance(self, job: Job) -> str:

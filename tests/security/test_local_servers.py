@@ -4,9 +4,10 @@
 stack's console, whose API requests go on signed with the user's AWS credentials) answer only
 their own Host, no foreign Origin, and only JSON bodies: a page elsewhere can neither send them
 a simple (form or text/plain) request nor, through DNS rebinding, read them. The console of a
-stack also wants its per-session token and sends on only the API's declared routes. Each
-attack is refused with a JSON error, and nothing starts: no run in the emulator, no request
-reaching the stack (a local recording stand-in, signed requests and all).
+stack also wants its per-session token and sends on only the API's declared routes. Both read
+at most 6 MB of a body however it is framed (a chunked one declares no length). Each attack is
+refused with a JSON error, and nothing starts: no run in the emulator, no request reaching the
+stack (a local recording stand-in, signed requests and all).
 """
 
 from __future__ import annotations
@@ -53,6 +54,43 @@ def send(url: str, method: str, target: str, body: str | bytes | None = None,
     except ValueError:
         answer = data.decode("utf-8", "replace")
     return response.status, response, answer
+
+
+def chunked(data: bytes, size: int = 64 * 1024) -> bytes:
+    """``data`` framed as Transfer-Encoding: chunked frames it."""
+    frames = [b"%x\r\n%s\r\n" % (len(data[i:i + size]), data[i:i + size])
+              for i in range(0, len(data), size)]
+    return b"".join(frames) + b"0\r\n\r\n"
+
+
+def send_chunked(url: str, target: str, framed: bytes, headers: dict[str, str] | None = None
+                 ) -> tuple[int, http.client.HTTPResponse, object]:
+    """A JSON POST whose body goes as the bytes ``framed``, declared chunked (no length)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.putrequest("POST", target)
+        for name, value in {**JSON_TYPE, "Transfer-Encoding": "chunked",
+                            **(headers or {})}.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        connection.send(framed)
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    try:
+        return response.status, response, json.loads(data)
+    except ValueError:
+        return response.status, response, data.decode("utf-8", "replace")
+
+
+# A run's request padded past 6 MB (JSON allows the blanks); then chunked bodies framed wrong.
+FRAMINGS = {
+    "chunked body over 6 MB": (chunked(RUN.encode() + b" " * (7 * 1024 * 1024)), 413),
+    "chunk size not hex": (b"zz\r\n{}\r\n0\r\n\r\n", 400),
+    "chunk longer than its size": (b"1\r\n{}\r\n0\r\n\r\n", 400),
+}
 
 
 def assert_refused(status: int, response: http.client.HTTPResponse, answer: object,
@@ -120,6 +158,30 @@ def test_serve_refuses_what_a_page_elsewhere_could_send(served, attack):
     before = run_names(served.url)
     assert_refused(*send(served.url, method, target, body, headers), expected)
     assert run_names(served.url) == before  # nothing started, no schedule fired
+
+
+@pytest.mark.parametrize("target", ["/runs", "/_emulator/tick"])
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_serve_reads_at_most_6_mb_of_a_body_however_it_is_framed(served, framing, target):
+    framed, expected = FRAMINGS[framing]
+    before = run_names(served.url)
+    assert_refused(*send_chunked(served.url, target, framed), expected)
+    assert run_names(served.url) == before
+
+
+# Bodies the tick cannot read as its settings (jobs: names, at: a time).
+TICK_BODIES = {"a list": "[1]", "text": '"retrain"', "a number": "5", "true": "true",
+               "jobs a number": '{"jobs": 5}', "jobs of numbers": '{"jobs": [1]}',
+               "jobs of lists": '{"jobs": [["retrain"]]}', "jobs of objects": '{"jobs": [{}]}',
+               "not JSON": "{jobs"}
+
+
+@pytest.mark.parametrize("body", TICK_BODIES)
+def test_the_tick_refuses_a_body_of_another_shape_in_json(served, body):
+    before = run_names(served.url)
+    assert_refused(*send(served.url, "POST", "/_emulator/tick", TICK_BODIES[body], JSON_TYPE),
+                   400)
+    assert run_names(served.url) == before
 
 
 def test_serve_answers_its_own_names_and_same_origin_pages(served):
@@ -261,6 +323,14 @@ def test_the_console_of_a_stack_refuses_and_sends_nothing_on(console, seen, atta
     elif credential == "cookie-wrong":
         headers["Cookie"] = cookie_of(console).split("=")[0] + "=guess"
     assert_refused(*send(console.url, method, target, body, headers), expected)
+    assert seen == []
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_the_console_of_a_stack_reads_at_most_6_mb_however_framed(console, seen, framing):
+    framed, expected = FRAMINGS[framing]
+    assert_refused(*send_chunked(console.url, "/runs", framed, {TOKEN_HEADER: console.token}),
+                   expected)
     assert seen == []
 
 

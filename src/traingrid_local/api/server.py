@@ -5,8 +5,9 @@ integration — resource, path parameters, query string, headers, body, request 
 goes to the API function through ``invoke``; its ``statusCode``, headers and body are the
 answer. A function error is a 502, as API Gateway answers it. The routes are the API function's
 ``Api`` events in ``template.yaml``; a method a route does not declare is a 405 with ``Allow``,
-in JSON like every other error. Not done here: SigV4 authorisation, throttling, access
-logs (see :mod:`traingrid_local.emulator.api_gateway`).
+in JSON like every other error, a failure's too. A body is read up to Lambda's 6 MB however it
+is framed (a 413 past it, a 400 for broken chunked framing). Not done here: SigV4
+authorisation, throttling, access logs (see :mod:`traingrid_local.emulator.api_gateway`).
 
 A server on 127.0.0.1 is still reachable from any page the user's browser opens, so before
 anything else each request must name this server as its ``Host`` (no DNS rebinding), carry no
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import logging
 import re
 import secrets
 import threading
@@ -38,14 +40,23 @@ from werkzeug.datastructures import Headers
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from traingrid_local.api.bodies import (
+    LimitedRequest,
+    Settings,
+    invalid,
+    json_answer,
+    read_body,
+    settings_of,
+)
 from traingrid_local.api.client import BODY_METHODS, TOKEN_HEADER
 from traingrid_local.emulator.deploy import PROJECT_ROOT, TEMPLATE, load_template
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
+logger = logging.getLogger(__name__)
+
 API_FUNCTION = "ApiFunction"
 STAGE = "v1"
 LOCALHOST = "127.0.0.1"
-MAX_BODY = 6 * 1024 * 1024  # Lambda's request payload limit
 _PARAMETER = re.compile(r"\{([^}/]+)\}")
 OPENAPI = PROJECT_ROOT / "schema" / "openapi.yaml"
 # The names the user's browser may give this server; any other Host is DNS rebinding.
@@ -58,8 +69,9 @@ _HIDDEN_SEPARATOR = re.compile(r"%2e|%2f|%5c|\\", re.IGNORECASE)
 
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 RequestLog = Callable[[str], None]
-# The server's own routes (not the API's): (METHOD, path) → JSON body → (status, JSON answer).
-LocalRoute = Callable[[Any], tuple[int, Any]]
+# The server's own routes (not the API's): (METHOD, path) → their settings (None for no body;
+# any other shape is the server's 400) → (status, JSON answer).
+LocalRoute = Callable[[Settings | None], tuple[int, Any]]
 # The server's own pages: (METHOD, path) → an answer shaped as the API function's, or None
 # for a path that is not theirs.
 Pages = Callable[[str, str], dict[str, Any] | None]
@@ -198,12 +210,6 @@ def allowed_methods(routes: list[tuple[str, str]], path: str) -> list[str]:
     return sorted(methods)
 
 
-def _json_answer(status: int, body: Any, headers: dict[str, str] | None = None
-                 ) -> dict[str, Any]:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"} | (
-        headers or {}), "body": json.dumps(body)}
-
-
 def _not_json(request: Request) -> dict[str, Any] | None:
     """A 415 for a method with a body whose body is not declared JSON (a form or a
     ``text/plain`` request is one a page elsewhere may send without asking first); a 400 when
@@ -214,22 +220,12 @@ def _not_json(request: Request) -> dict[str, Any] | None:
     hint = f"with curl: -H 'Content-Type: {JSON_TYPE}' -d '{{...}}'"
     if sent is None and not request.content_length and "chunked" not in request.headers.get(
             "Transfer-Encoding", ""):
-        # Nothing sent at all: the body the document requires is missing (a 400 shaped as
-        # the API's own, its problem pointing at the whole body).
+        # Nothing sent at all: the body the document requires is missing.
         message = f"{request.method} needs a JSON body, sent with Content-Type: {JSON_TYPE}"
-        return _json_answer(400, {"message": f"{message}; {hint}",
-                                  "problems": [{"pointer": "", "message": message}]})
-    return _json_answer(415, {"message": f"{request.method} needs Content-Type: {JSON_TYPE} "
-                                         f"({'got ' + repr(sent) if sent else 'none sent'}); "
-                                         f"{hint}"})
-
-
-def _local_answer(route: LocalRoute, body: bytes) -> dict[str, Any]:
-    try:
-        request = json.loads(body) if body else None
-    except ValueError as error:
-        return _json_answer(400, {"message": f"the body is not JSON: {error}"})
-    return _json_answer(*route(request))
+        return invalid(message, f"{message}; {hint}")
+    return json_answer(415, {"message": f"{request.method} needs Content-Type: {JSON_TYPE} "
+                                        f"({'got ' + repr(sent) if sent else 'none sent'}); "
+                                        f"{hint}"})
 
 
 class _Api:
@@ -249,17 +245,19 @@ class _Api:
         refused = self.stranger(request) or (self.session(request) if self.token else None)
         if refused is not None:
             return refused
-        if (request.content_length or 0) > MAX_BODY:
-            return _json_answer(413, {"message": f"request body over {MAX_BODY} bytes"})
+        body, unreadable = read_body(request)
+        if unreadable is not None:
+            return unreadable
         target = _target(request)
         raw_path = split_target(target)[0]
         path = unquote(raw_path) or "/"
         if self.declared_only and (problem := path_problem(raw_path)):
-            return _json_answer(400, {"message": f"{raw_path} is not a path to send on: "
-                                                 f"{problem}"})
+            return json_answer(400, {"message": f"{raw_path} is not a path to send on: "
+                                                f"{problem}"})
         local = self.local_routes.get((request.method, path))
         if local is not None:
-            return _not_json(request) or _local_answer(local, request.get_data(cache=False))
+            settings, refused = settings_of(body)
+            return _not_json(request) or refused or json_answer(*local(settings))
         page = self.pages(request.method, path) if self.pages else None
         if page is not None:
             return page
@@ -267,18 +265,17 @@ class _Api:
         allowed = allowed_methods(self.routes, path)
         if self.declared_only and not allowed:
             declared = ", ".join(sorted({resource for _, resource in self.routes}))
-            return _json_answer(404, {"message": f"{path} is not a path of the API; it has "
-                                                 f"{declared}"})
+            return json_answer(404, {"message": f"{path} is not a path of the API; it has "
+                                                f"{declared}"})
         if allowed and method not in allowed:
-            return _json_answer(405, {"message": f"{request.method} is not a method of {path}; "
-                                                 f"it allows {', '.join(allowed)}"},
-                                {"Allow": ", ".join(allowed)})
+            return json_answer(405, {"message": f"{request.method} is not a method of {path}; "
+                                                f"it allows {', '.join(allowed)}"},
+                               {"Allow": ", ".join(allowed)})
         refused = _not_json(request)
         if refused is not None:
             return refused
-        event = proxy_event(self.routes, method, target, list(request.headers.items()),
-                            request.get_data(cache=False), request.remote_addr or "",
-                            request.host)
+        event = proxy_event(self.routes, method, target, list(request.headers.items()), body,
+                            request.remote_addr or "", request.host)
         return self.invoke(event)
 
     def stranger(self, request: Request) -> dict[str, Any] | None:
@@ -286,12 +283,12 @@ class _Api:
         hosts = own_hosts(self.port)
         host = request.environ.get("HTTP_HOST", "").lower()
         if host not in hosts:
-            return _json_answer(403, {"message": f"Host {host or '(none)'!r} is not this server; "
-                                                 f"it answers as {', '.join(sorted(hosts))}"})
+            return json_answer(403, {"message": f"Host {host or '(none)'!r} is not this server; "
+                                                f"it answers as {', '.join(sorted(hosts))}"})
         origin = request.headers.get("Origin")
         if origin is not None and origin.lower() not in {f"http://{h}" for h in hosts}:
-            return _json_answer(403, {"message": f"Origin {origin!r} is not this server: a page "
-                                                 f"elsewhere may not call it"})
+            return json_answer(403, {"message": f"Origin {origin!r} is not this server: a page "
+                                                f"elsewhere may not call it"})
         return None
 
     def session(self, request: Request) -> dict[str, Any] | None:
@@ -301,13 +298,13 @@ class _Api:
         offered = request.args.get(TOKEN_QUERY)
         if offered is not None and request.method in ("GET", "HEAD"):
             if not self.is_token(offered):
-                return _json_answer(403, {"message": "the token in the URL is not this "
-                                                     "server's: open the URL it printed at start"})
+                return json_answer(403, {"message": "the token in the URL is not this "
+                                                    "server's: open the URL it printed at start"})
             # One leading slash: '//host' (or a backslash for one) would send the browser away.
             location = "/" + split_target(_target(request))[0].lstrip("/\\")
             rest = [(k, v) for k, v in request.args.items(multi=True) if k != TOKEN_QUERY]
             location += f"?{urlencode(rest)}" if rest else ""
-            return _json_answer(303, {"message": f"signed in; go on to {location}"}, {
+            return json_answer(303, {"message": f"signed in; go on to {location}"}, {
                 "Location": location, "Cache-Control": "no-store",
                 "Referrer-Policy": "no-referrer",
                 "Set-Cookie": f"{cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"})
@@ -316,12 +313,12 @@ class _Api:
                      or (credentials.strip() if scheme.lower() == "token" else None)
                      or request.cookies.get(cookie))
         if not presented:
-            return _json_answer(403, {"message": "this server wants its token: open the URL it "
-                                                 "printed at start (…?token=…), or send the "
-                                                 f"token in an {TOKEN_HEADER} header"})
+            return json_answer(403, {"message": "this server wants its token: open the URL it "
+                                                "printed at start (…?token=…), or send the "
+                                                f"token in an {TOKEN_HEADER} header"})
         if not self.is_token(presented):
-            return _json_answer(403, {"message": "the token is not this server's: open the URL "
-                                                 "it printed at start"})
+            return json_answer(403, {"message": "the token is not this server's: open the URL "
+                                                "it printed at start"})
         return None
 
     def is_token(self, offered: str) -> bool:
@@ -330,8 +327,13 @@ class _Api:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         started = time.monotonic()
-        request = Request(environ)
-        result = self.answer(request)
+        request = LimitedRequest(environ)
+        try:
+            result = self.answer(request)
+        except Exception as error:  # every answer is JSON, a failure's too
+            logger.exception("request failed")
+            result = json_answer(500, {"message": f"the local server could not answer "
+                                                  f"({type(error).__name__}: {error})"})
         body = result.get("body") or ""
         data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
         headers = Headers()

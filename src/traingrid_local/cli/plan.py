@@ -40,7 +40,7 @@ def local_plan(body: dict[str, Any], dataset: DatasetSize) -> dict[str, Any]:
     try:
         request = parse_request(body, commands=True, sent_as="traingrid plan")
     except RequestInvalid as invalid:
-        for line in terminal.problems_lines(invalid.problems):
+        for line in terminal.problems_lines(invalid.listed):
             stderr.print(line, highlight=False, soft_wrap=True, markup=False)
         raise fail("plan", invalid.message, INVALID) from None
     return dry_run(request, dataset)

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
+from traingrid_local.api.bodies import json_answer
 from traingrid_local.api.client import ApiClient, Signer, Unreachable, Unsendable, stack_outputs
 from traingrid_local.api.server import ApiServer, Invoke, RequestLog, openapi_routes
 from traingrid_local.console.app import Console
@@ -24,11 +25,6 @@ from traingrid_local.stack.environment import STATE_MACHINES, state_machines
 
 # The request headers the API reads; the rest (cookies, the browser's own) stay here.
 FORWARDED = ("content-type", "idempotency-key")
-
-
-def _json_answer(status: int, body: Any) -> dict[str, Any]:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps(body)}
 
 
 def forwarding(client: ApiClient) -> Invoke:
@@ -45,8 +41,8 @@ def forwarding(client: ApiClient) -> Invoke:
             answer = client.request(event["httpMethod"], path, data,
                                     event.get("queryStringParameters"), headers)
         except (Unreachable, Unsendable) as error:
-            return _json_answer(502, {"message": f"the stack's API did not answer: {error}"})
-        return _json_answer(answer.status, answer.body)
+            return json_answer(502, {"message": f"the stack's API did not answer: {error}"})
+        return json_answer(answer.status, answer.body)
 
     return invoke
 

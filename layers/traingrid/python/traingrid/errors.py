@@ -18,13 +18,28 @@ class TrainGridError(Exception):
         self.message = message
 
 
+# A request can hold tens of thousands of problems (a key each) and Lambda answers at most
+# 6 MB: a message or an answer lists the first few, each cut short, and counts the rest.
+LISTED_PROBLEMS = 20
+LISTED_CHARACTERS = 500  # of a listed pointer or message, which may echo the request
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= LISTED_CHARACTERS else text[:LISTED_CHARACTERS - 1] + "…"
+
+
 class RequestInvalid(TrainGridError):
-    """A request, manifest or event failed validation; ``problems`` lists every one of them."""
+    """A request, manifest or event failed validation; ``problems`` lists every one of them,
+    ``listed`` the first LISTED_PROBLEMS (what the message and the API's answer show)."""
 
     def __init__(self, problems: list[dict[str, str]], source: str = "request") -> None:
         self.problems = problems
-        listed = "; ".join(f"{p['pointer'] or '/'}: {p['message']}" for p in problems)
-        super().__init__(f"Invalid {source} ({len(problems)} problem(s)): {listed}")
+        self.listed = [p | {"pointer": _clipped(p["pointer"]), "message": _clipped(p["message"])}
+                       for p in problems[:LISTED_PROBLEMS]]
+        listed = "; ".join(f"{p['pointer'] or '/'}: {p['message']}" for p in self.listed)
+        more = len(problems) - len(self.listed)
+        super().__init__(f"Invalid {source} ({len(problems)} problem(s)): {listed}"
+                         + (f"; and {more} more" if more else ""))
 
 
 class DatasetNotPermitted(RequestInvalid):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from traingrid.errors import RequestInvalid
@@ -18,6 +19,9 @@ ModelT = TypeVar("ModelT", bound="BaseModel")
 # No request nests more than a few levels; a deeper document is refused before it can exhaust
 # the parser's (or the validator's) recursion.
 MAX_JSON_DEPTH = 32
+# No object of a request has this many fields: one with more keys is refused as a whole, not
+# key by key (``at_most``).
+MAX_KEYS = 100
 
 
 def _refuse_constant(name: str) -> Any:
@@ -87,16 +91,46 @@ def location_in(data: Any, location: tuple[int | str, ...], missing: bool) -> tu
     return tuple(path)
 
 
+class RuleBroken(ValueError):
+    """A validator's refusal of one value (``fact``) by a ``rule`` that many values may break,
+    such as the list of names taken: the problems state the rule once, with the first."""
+
+    def __init__(self, fact: str, rule: str) -> None:
+        super().__init__(f"{fact}; {rule}")
+        self.fact, self.rule = fact, rule
+
+
 def problems_of(error: ValidationError, data: Any = None) -> list[dict[str, str]]:
     problems = []
+    seen: set[tuple[str, str]] = set()
+    rules: set[str] = set()
     for item in error.errors(include_url=False):
         # Model validators report at the model itself; their message carries its own context.
         message = item["msg"].removeprefix("Value error, ")
+        broken = item.get("ctx", {}).get("error")
+        if isinstance(broken, RuleBroken):
+            message = broken.fact if broken.rule in rules else message
+            rules.add(broken.rule)
         location = location_in(data, item["loc"], item["type"] == "missing")
-        problem = {"pointer": json_pointer(location), "message": message}
-        if problem not in problems:  # one per place: a union reports each member it tried
-            problems.append(problem)
+        pointer = json_pointer(location)
+        if (pointer, message) not in seen:  # one per place: a union reports each member tried
+            seen.add((pointer, message))
+            problems.append({"pointer": pointer, "message": message})
     return problems
+
+
+def at_most(limit: int) -> Callable[[Any], Any]:
+    """A before-validator refusing an object, map or list of more than ``limit`` entries as a
+    whole, before pydantic checks its entries one by one (it checks a map's ``max_length``
+    only after every key: a map of 10,000 unknown names would be 10,000 problems)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, dict | list) and len(value) > limit:
+            entries = "keys" if isinstance(value, dict) else "items"
+            raise ValueError(f"has {len(value)} {entries}; at most {limit} are taken")
+        return value
+
+    return check
 
 
 def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool = True) -> ModelT:

@@ -1,8 +1,8 @@
 """The API's resolver: its routers, and every domain error mapped to an HTTP answer here.
 
 Error bodies are ``{"message"}``; a 400 (and a 403 for a dataset outside the data bucket, or a
-command where none is taken) also lists every problem as ``{"pointer", "message"}``
-(RFC 6901 JSON pointers into the request body).
+command where none is taken) also lists the problems as ``{"pointer", "message"}`` (RFC 6901
+JSON pointers into the request body), the first ``LISTED_PROBLEMS`` of ``problem_count``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def build(settings: ApiSettings) -> APIGatewayRestResolver:
     @resolver.exception_handler(RequestInvalid)
     def invalid(error: RequestInvalid) -> Response:
         status = 403 if isinstance(error, DatasetNotPermitted | CommandNotPermitted) else 400
-        return json_response(status, {"message": error.message, "problems": error.problems})
+        return json_response(status, {"message": error.message, "problems": error.listed,
+                                      "problem_count": len(error.problems)})
 
     @resolver.exception_handler(list(STATUS_OF))
     def refused(error: NotFound | DatasetNotFound | RunConflict | RequestInProgress

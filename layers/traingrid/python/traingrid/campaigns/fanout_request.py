@@ -17,10 +17,12 @@ from pydantic import (
     Field,
     StringConstraints,
     field_validator,
+    model_validator,
 )
 from pydantic.config import JsonDict
 
 from traingrid.training.run_request import RUN_NAME_PATTERN, check_run_name, integral
+from traingrid.validation import MAX_KEYS, RuleBroken, at_most
 from traingrid.vocabulary.campaign_fanout import PLACEMENTS
 
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
@@ -52,18 +54,25 @@ def _known_hyperparameter(name: str) -> str:
         raise ValueError(f"{name} is SageMaker's own setting, which the stack decides (a "
                          "request may not set any sagemaker_* name)")
     if name not in TRAINER_HYPERPARAMETERS:
-        raise ValueError(f"the trainer has no hyperparameter {name}; it takes "
-                         f"{', '.join(TRAINER_HYPERPARAMETERS)}")
+        raise RuleBroken(f"the trainer has no hyperparameter {name}",
+                         f"it takes {', '.join(TRAINER_HYPERPARAMETERS)}")
     return name
 
 
+# SageMaker's own limits on CreateTrainingJob's HyperParameters.
+MAX_HYPERPARAMETERS = 100
+HYPERPARAMETER_VALUE_LENGTH = 2500
 HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256),
                                AfterValidator(_known_hyperparameter)]
-Hyperparameters = dict[HyperparameterName, str | int | float]
+Hyperparameters = Annotated[
+    dict[HyperparameterName,
+         Annotated[str, StringConstraints(max_length=HYPERPARAMETER_VALUE_LENGTH)] | int | float],
+    BeforeValidator(at_most(MAX_HYPERPARAMETERS))]
 # The document's statement of the same rule.
 HYPERPARAMETER_NAMES_SCHEMA: JsonDict = {
     "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)}}
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+MAX_REGIONS = 50
 IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 
 
@@ -78,8 +87,10 @@ class RegionOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    _keys = model_validator(mode="before")(at_most(MAX_KEYS))
+
     hyperparameters: Hyperparameters = Field(
-        default_factory=dict, max_length=100,
+        default_factory=dict, max_length=MAX_HYPERPARAMETERS,
         description="Merged over the run's hyper-parameters for this region's job.",
         json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA)
     instance_type: str | None = Field(
@@ -109,6 +120,8 @@ class FanoutRequest(BaseModel):
         json_schema_extra={"$id": "https://traingrid.dev/schema/campaign-fanout-request.json"},
     )
 
+    _keys = model_validator(mode="before")(at_most(MAX_KEYS))
+
     name: str | None = Field(
         default=None,
         description="Run name (execution name); derived from the campaign and the time when "
@@ -133,14 +146,14 @@ class FanoutRequest(BaseModel):
               "SageMaker has no capacity there (halving), before the job moves to the next "
               "acceptable region (default: the campaign's; at most instance_count)."))
     hyperparameters: Hyperparameters = Field(
-        default_factory=dict, max_length=100,
+        default_factory=dict, max_length=MAX_HYPERPARAMETERS,
         description="Merged over the campaign's hyper-parameters, for every region: the "
         "trainer's own flags only (no sagemaker_* name).",
         json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA,
     )
-    regions: dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
-                  RegionOverrides] = Field(
-        default_factory=dict, max_length=50,
+    regions: Annotated[dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
+                            RegionOverrides], BeforeValidator(at_most(MAX_REGIONS))] = Field(
+        default_factory=dict, max_length=MAX_REGIONS,
         description="Per data region (where a share of the data is): that region's job's own "
         "hyper-parameters, instance type or image tag.",
         # Keys that are not region codes are refused: the document says so too.

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from traingrid.errors import CommandNotPermitted, DatasetNotPermitted, RequestInvalid
-from traingrid.validation import parse
+from traingrid.validation import MAX_KEYS, at_most, parse
 from traingrid.vocabulary.catalog import (
     INSTANCE_TYPES,
     PERSISTENT_1_PER_UNIT_MB_S,
@@ -112,6 +112,8 @@ def mpi_params_problems(value: str) -> list[str]:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    _keys = model_validator(mode="before")(at_most(MAX_KEYS))
 
 
 class FsxOptions(_Strict):

@@ -84,10 +84,12 @@ def emulated(monkeypatch, tmp_path):
 
 
 def finish(emulator: Emulator, deployment: Deployment, machine: str,
-           janitor: bool = False) -> Outcome:
-    """Follow the runs to their end; with ``janitor``, its schedule fires meanwhile."""
-    arns = wait_for_runs(emulator, [deployment.stack.outputs[machine]], 120, None,
-                         deployment if janitor else None)
+           janitor: bool = False, fast_forward: bool = False) -> Outcome:
+    """Follow the runs to their end (up to a generous five real minutes); with ``janitor``,
+    its schedule fires meanwhile; with ``fast_forward``, the clock skips the simulated time
+    in which every thread waits for it."""
+    arns = wait_for_runs(emulator, [deployment.stack.outputs[machine]], 300, None,
+                         deployment if janitor else None, fast_forward)
     return Outcome(report.build(emulator, deployment, arns), deployment, emulator,
                    dict(lambda_inprocess.CALLS))
 
@@ -97,14 +99,16 @@ def run_scenario(emulated):
     """A TrainingRun from a manifest upload."""
 
     def run(scenario: str = "happy", manifest: Any = None, uploads: int = 1,
-            key: str = DEFAULT_KEY, speed: float = SPEED, janitor: bool = False) -> Outcome:
+            key: str = DEFAULT_KEY, speed: float = SPEED, janitor: bool = False,
+            fast_forward: bool = False) -> Outcome:
         emulator, deployment = emulated(scenario, speed=speed)
         upload_sample_dataset(emulator)
         body = manifest_body(SCENARIOS[scenario], None if manifest is None
                              else json.dumps(manifest).encode())
         for _ in range(uploads):
             emulator.client("s3").put_object(Bucket=DEMO_BUCKET, Key=key, Body=body)
-        return finish(emulator, deployment, "TrainingRunStateMachineArn", janitor)
+        return finish(emulator, deployment, "TrainingRunStateMachineArn", janitor,
+                      fast_forward)
 
     return run
 

@@ -38,6 +38,7 @@ from traingrid_local.emulator import fault_injection
 from traingrid_local.emulator.attached import Attached
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
+from traingrid_local.emulator.stores import SnapshotDict
 
 HYDRATE_SECONDS = 8 * 60
 EXPORT_PENDING_SECONDS = 20
@@ -267,7 +268,8 @@ def create_data_repository_task(self: FSxBackend, file_system_id: str, task_type
     if export_path(fs) is None:
         raise JsonRESTError("BadRequest", f"file system {file_system_id} has no data "
                                           "repository to export to")
-    tasks: dict[str, ExportTask] = self.__dict__.setdefault("export_tasks", {})
+    tasks: dict[str, ExportTask] = self.__dict__.setdefault("export_tasks",
+                                                                  SnapshotDict())
     for task in tasks.values():
         if token and task.token == token and task.fs_id == file_system_id:
             return task

@@ -36,6 +36,7 @@ from traingrid_local.emulator import (
     sfn_integrations,
     sfn_stack,
     sfn_stop,
+    stores,
     throttling,
 )
 from traingrid_local.emulator.alarms import ALARMS
@@ -59,10 +60,9 @@ MOTO_CONFIG: DefaultConfig = {
     "batch": {"use_docker": False},
 }
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
-ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, batch_pods,
-               capacity,
-               sagemaker, throttling, account)
+ADAPTATIONS = (stores, sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
+               sfn_catch, sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch,
+               batch_pods, capacity, sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

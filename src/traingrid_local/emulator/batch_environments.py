@@ -11,6 +11,9 @@
 - "One or more security groups must be specified, either in securityGroupIds or using a
   launch template referenced in launchTemplate": moto insists on ``securityGroupIds``, so an
   environment without them takes its launch templates' (their own, or their interfaces').
+- Where those tasks then go, a VPC's default security group, has the rule AWS creates it with:
+  "A default security group includes a default rule that grants instances unrestricted
+  network access to each other" (EC2 API, CreateSecurityGroup); moto's has only its egress.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from moto.batch.exceptions import ClientException
 from moto.batch.models import BatchBackend
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.security_groups import SecurityGroup, SecurityGroupRule
 from moto.moto_api._internal import mock_random
 
 from traingrid_local.emulator.patching import PATCHES
@@ -107,6 +111,17 @@ def _update_compute_environment(previous: Any) -> Any:
     return update_compute_environment
 
 
+def _security_group_init(previous: Any) -> Any:
+    def init(self: SecurityGroup, *args: Any, **kwargs: Any) -> None:
+        previous(self, *args, **kwargs)
+        if self.is_default and self.vpc_id:
+            self.ingress_rules.append(SecurityGroupRule(
+                self.ec2_backend, "-1", self.id, None, None, None,
+                source_group={"GroupId": self.id, "UserId": self.owner_id}, is_egress=False))
+
+    return init
+
+
 def reset() -> None:
     _BORROWED.clear()
 
@@ -114,3 +129,4 @@ def reset() -> None:
 def apply() -> None:
     PATCHES.wrap(BatchBackend, "create_compute_environment", _create_compute_environment)
     PATCHES.wrap(BatchBackend, "update_compute_environment", _update_compute_environment)
+    PATCHES.wrap(SecurityGroup, "__init__", _security_group_init)

@@ -6,9 +6,9 @@ instances through a group named ``<environment>-asg-<id>``; when EC2 cannot give
 group's activity fails with EC2's message. Here, a job that cannot be placed for want of
 capacity (``stuck-runnable``, or more than ``capacity-8-nodes`` allows) gets one failed activity
 of the group of its queue's first compute environment that launches its type,
-ACTIVITY_AFTER_S after it becomes RUNNABLE, worded as EC2 words InsufficientInstanceCapacity (VcpuLimitExceeded under ``vcpu-quota``). A
-job that waits for another reason (more memory than a node registers) gets none, as on AWS,
-where the group launches its instances.
+ACTIVITY_AFTER_S after it becomes RUNNABLE, worded as EC2 words InsufficientInstanceCapacity
+(VcpuLimitExceeded under ``vcpu-quota``). A job that waits for another reason (more memory
+than a node registers) gets none, as on AWS, where the group launches its instances.
 """
 
 from __future__ import annotations

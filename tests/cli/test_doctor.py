@@ -40,6 +40,7 @@ class Account:
     emulator: Emulator
     vpc: str = ""
     subnets: list[str] = field(default_factory=list)
+    default_group: str = ""
 
     def healthy(self) -> Account:
         ACCOUNT.set_quota("ec2", "Running On-Demand P instances", 20 * 96)
@@ -52,6 +53,11 @@ class Account:
         self.vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
         self.subnets = [self.subnet(f"10.30.{i}.0/24", zone) for i, zone in enumerate("ab")]
         self.nat_route(self.vpc)
+        # The VPC's default group (as AWS creates it: all traffic in from itself, and out).
+        (group,) = ec2.describe_security_groups(Filters=[
+            {"Name": "vpc-id", "Values": [self.vpc]},
+            {"Name": "group-name", "Values": ["default"]}])["SecurityGroups"]
+        self.default_group = group["GroupId"]
         return self
 
     def nat_route(self, vpc: str) -> None:
@@ -91,6 +97,8 @@ class Account:
     def doctor(self, *extra: str, subnets: list[str] | None = None) -> Any:
         network = ["--parameter", f"VpcId={self.vpc}", "--parameter",
                    f"TrainingSubnetIds={','.join(subnets or self.subnets)}"] if self.vpc else []
+        if self.default_group and "VpcDefaultSecurityGroupId" not in " ".join(extra):
+            network += ["--parameter", f"VpcDefaultSecurityGroupId={self.default_group}"]
         return runner.invoke(app, ["doctor", "--region", HOME, "--campaign-regions",
                                    ",".join(REGIONS), *network, *extra])
 
@@ -289,7 +297,11 @@ def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(acco
     result = account.doctor(subnets=[small])
     assert result.exit_code == 1
     (blocker,) = lines(result, "BLOCKER")
-    assert "us-east-1a has 11 free addresses; 20 nodes need 20 in one zone" in blocker
+    # The widest of the default types: p4d.24xlarge's 4 EFA interfaces each have an address,
+    # and the multi-node task's interface one more.
+    assert ("us-east-1a has 11 free addresses; 20 × p4d.24xlarge nodes take 100 addresses in "
+            "one zone (5 a node: 4 interface(s) with an address and the multi-node task's own)"
+            ) in blocker
     other_vpc = account.client("ec2").create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
     stray = account.subnet("10.40.1.0/24", "a", other_vpc)
     result = account.doctor(subnets=[account.subnets[0], stray])
@@ -414,3 +426,41 @@ def test_invalid_options_and_an_unknown_stack(account):
         result.stderr and "--campaign-instance-type ml.t3.medium" in result.stderr
     result = runner.invoke(app, ["doctor", "--region", HOME, "--stack", "nope"])
     assert result.exit_code == 3 and "cannot read stack nope in us-east-1" in result.stderr
+
+
+def test_a_p5_node_takes_the_address_of_its_one_efa_with_ena_interface_not_32(account):
+    """Cards 1-31 of a p5.48xlarge are EFA-only, without an address: 20 nodes take 40 (with
+    their tasks' interfaces), which a /26 holds; 20 p4d.24xlarge nodes (5 each) it does not."""
+    account.healthy()
+    subnet = account.subnet("10.30.9.0/26", "a")  # 59 free
+    p5 = account.doctor("--parameter", "TrainingInstanceTypes=p5.48xlarge", subnets=[subnet])
+    assert ("us-east-1a has 59 free addresses ≥ 40: 20 × p5.48xlarge nodes take 40 addresses in "
+            "one zone (2 a node: 1 interface(s) with an address of 32 and the multi-node "
+            "task's own)") in "".join(lines(p5, "ok"))
+    p4d = account.doctor("--parameter", "TrainingInstanceTypes=p4d.24xlarge", subnets=[subnet])
+    assert p4d.exit_code == 1
+    assert "20 × p4d.24xlarge nodes take 100 addresses in one zone" in \
+        lines(p4d, "BLOCKER")[0]
+
+
+def test_efa_nodes_tasks_need_the_vpcs_default_group_named_and_letting_them_meet(account):
+    account.healthy()
+    group = account.default_group
+    result = account.doctor("--parameter", "VpcDefaultSecurityGroupId=")
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert (f"VpcDefaultSecurityGroupId is not given; deploy with VpcDefaultSecurityGroupId="
+            f"{group}, the default security group of {account.vpc}") in blocker
+    ec2 = account.client("ec2")
+    rules = ec2.describe_security_group_rules(
+        Filters=[{"Name": "group-id", "Values": [group]}])["SecurityGroupRules"]
+    ec2.revoke_security_group_ingress(GroupId=group, SecurityGroupRuleIds=[
+        r["SecurityGroupRuleId"] for r in rules if not r["IsEgress"]])
+    result = account.doctor()
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert (f"the default security group {group} of {account.vpc} does not allow all traffic "
+            "in from itself: the multi-node tasks on EFA nodes are in it") in blocker
+    # Types without EFA only: their compute environment names the training group.
+    result = account.doctor("--parameter", "TrainingInstanceTypes=p3.16xlarge")
+    assert result.exit_code == 0, result.output

@@ -26,12 +26,54 @@ def _dockerfile_arg(name: str) -> str:
     return found.group(1)
 
 
-def test_multi_node_tasks_get_the_training_security_group(template):
-    """Batch gives a multi-node job's task interfaces the compute environment's groups, else
-    the VPC's default group, in which the nodes cannot meet."""
-    resources = template["Resources"]["TrainingComputeEnvironment"]["Properties"][
-        "ComputeResources"]
-    assert resources["SecurityGroupIds"] == [{"Ref": "TrainingSecurityGroup"}]
+def test_security_groups_are_on_the_environment_or_on_the_interfaces_never_both(template):
+    """Batch refuses an environment's groups beside launch-template interfaces; EC2 refuses
+    instance-level groups beside interfaces. Types without EFA: the environment names the
+    training group (Batch gives it to the multi-node tasks' interfaces). EFA types: every
+    interface carries it, with the subnet, and their environment names none."""
+    resources = template["Resources"]
+    plain = resources["TrainingComputeEnvironmentWithoutEfa"]["Properties"]["ComputeResources"]
+    assert plain["SecurityGroupIds"] == [{"Ref": "TrainingSecurityGroup"}]
+    assert "Overrides" not in plain["LaunchTemplate"]
+    efa = resources["TrainingComputeEnvironment"]["Properties"]["ComputeResources"]
+    assert "SecurityGroupIds" not in efa
+    assert efa["PlacementGroup"] == plain["PlacementGroup"]
+    subnet = {"Fn::Select": [0, {"Ref": "TrainingSubnetIds"}]}
+    assert efa["Subnets"] == plain["Subnets"] == [subnet]
+    for logical_id in EFA_TEMPLATES:
+        data = resources[logical_id]["Properties"]["LaunchTemplateData"]
+        assert "SecurityGroupIds" not in data
+        assert all(i["Groups"] == [{"Ref": "TrainingSecurityGroup"}] and i["SubnetId"] == subnet
+                   for i in data["NetworkInterfaces"]), logical_id
+    order = resources["TrainingJobQueue"]["Properties"]["ComputeEnvironmentOrder"]
+    assert [o["Fn::If"][1]["ComputeEnvironment"]["Ref"] for o in order] == [
+        "TrainingComputeEnvironment", "TrainingComputeEnvironmentWithoutEfa"]
+
+
+def test_efa_nodes_tasks_in_the_vpcs_default_group_reach_the_file_systems(template):
+    """Without the environment's groups, a multi-node task's interface gets the VPC's default
+    group: it may reach the training group (the file systems') on Lustre's ports, and back."""
+    resources = template["Resources"]
+    default = {"Ref": "VpcDefaultSecurityGroupId"}
+    training = {"Ref": "TrainingSecurityGroup"}
+    rules = {(r["Type"].rsplit("::", 1)[1], r["Properties"]["GroupId"]["Ref"],
+              r["Properties"]["FromPort"], r["Properties"]["ToPort"])
+             for r in resources.values() if r.get("Condition") == "EfaTasksOnEcs"}
+    assert rules == {(kind, group, low, high)
+                     for kind, group in (("SecurityGroupIngress", "TrainingSecurityGroup"),
+                                         ("SecurityGroupEgress", "TrainingSecurityGroup"),
+                                         ("SecurityGroupIngress", "VpcDefaultSecurityGroupId"))
+                     for low, high in ((988, 988), (1018, 1023))}
+    for resource in resources.values():
+        if resource.get("Condition") == "EfaTasksOnEcs":
+            properties = resource["Properties"]
+            other = (properties.get("SourceSecurityGroupId")
+                     or properties.get("DestinationSecurityGroupId"))
+            assert {properties["GroupId"]["Ref"], other["Ref"]} == {
+                default["Ref"], training["Ref"]}
+    # The group EFA needs: all traffic in and out within itself.
+    assert resources["TrainingSecurityGroupSelfIngress"]["Properties"]["IpProtocol"] == "-1"
+    assert resources["TrainingSecurityGroupSelfEgress"]["Properties"]["IpProtocol"] == "-1"
 
 
 def test_efa_hosts_install_the_efa_driver_the_image_was_built_for(template):

@@ -456,8 +456,13 @@ def test_every_node_gets_the_lustre_client_and_efa_types_their_interfaces(templa
         interfaces = launch_template["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
         assert len(interfaces) == efa_types[name].efa_interfaces, name
         assert [i["NetworkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
-        assert all(i["InterfaceType"] == "efa" and i["Groups"] for i in interfaces)
+        assert all(i["Groups"] for i in interfaces)
         assert [i["DeviceIndex"] for i in interfaces][:1] == [0]
+        # The primary interface is EFA with ENA (an EFA-only one cannot be primary); on p5
+        # the other 31 are EFA-only and take no address.
+        expected = ["efa"] + ["efa-only" if name == "p5.48xlarge" else "efa"] * (
+            len(interfaces) - 1)
+        assert [i["InterfaceType"] for i in interfaces] == expected, name
 
 
 def test_the_plan_tells_a_node_its_efa_devices(template):

@@ -5,14 +5,58 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 from traingrid_local.doctor.findings import BLOCKER, OK, WARNING, Aws, AwsError, Finding
 from traingrid_local.doctor.needs import Needs
 
 
+def _branches(value: Any) -> Iterator[Any]:
+    """What a template value may be: both branches of an ``Fn::If``, items of a list."""
+    if isinstance(value, dict) and "Fn::If" in value:
+        for branch in value["Fn::If"][1:]:
+            yield from _branches(branch)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _branches(item)
+    elif isinstance(value, dict) and value != {"Ref": "AWS::NoValue"}:
+        yield value
+
+
+def _interfaces(needs: Needs, instance_type: str) -> list[dict[str, Any]]:
+    """The network interfaces the launch template of ``instance_type``'s nodes declares (a
+    compute environment's override for it); none: the instance's own one."""
+    templates = needs.resources_of("AWS::EC2::LaunchTemplate")
+    for environment in needs.resources_of("AWS::Batch::ComputeEnvironment").values():
+        launch = (environment.get("Properties", {}).get("ComputeResources", {})
+                  .get("LaunchTemplate") or {})
+        for override in _branches(launch.get("Overrides", [])):
+            if instance_type in override.get("TargetInstanceTypes", []):
+                name = (override.get("LaunchTemplateId") or {}).get("Ref", "")
+                data = templates.get(name, {}).get("Properties", {}).get(
+                    "LaunchTemplateData", {})
+                return list(_branches(data.get("NetworkInterfaces", [])))
+    return []
+
+
+def addresses_per_node(needs: Needs, instance_type: str) -> tuple[int, str]:
+    """The private addresses one node of ``instance_type`` takes in its subnet, and why: each
+    interface its launch template gives it that has an address (an EFA-only one has none;
+    without interfaces, the instance's one), and on ECS its multi-node task's own interface
+    (awsvpc)."""
+    interfaces = _interfaces(needs, instance_type)
+    addressed = (sum(1 for i in interfaces if i.get("InterfaceType") != "efa-only")
+                 if interfaces else 1)
+    why = (f"{addressed} interface(s) with an address" +
+           (f" of {len(interfaces)}" if interfaces and len(interfaces) != addressed else ""))
+    if not needs.parameters.get("EksClusterName"):
+        return addressed + 1, why + " and the multi-node task's own"
+    return addressed, why
+
+
 def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
-    """The VPC and the training subnets: they exist, in that VPC, and one zone has a free
-    address for every node (a cluster placement group keeps a job's nodes in one zone)."""
+    """The VPC and the training subnets: they exist, in that VPC, and one zone has the
+    addresses every node takes (a cluster placement group keeps a job's nodes in one zone)."""
     name = "network"
     if not needs.vpc_id or not needs.subnet_ids:
         yield Finding(name, WARNING, (
@@ -54,13 +98,76 @@ def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
                       ) or vpc.get("CidrBlock", "")
     summary = (f"VPC {needs.vpc_id} ({cidrs}), subnets in "
                f"{', '.join(sorted(free_by_zone))}; {zone} has {free} free addresses")
-    if free < needs.nodes:
+    # The type whose nodes take the most addresses (a run may ask for any the stack allows).
+    per_node, why, widest = max(
+        ((*addresses_per_node(needs, t), t) for t in needs.instance_types or ["a node"]),
+        key=lambda found: found[0])
+    needed = needs.nodes * per_node
+    takes = (f"{needs.nodes} × {widest} nodes take {needed} addresses in one zone "
+             f"({per_node} a node: {why})")
+    if free < needed:
         yield Finding(name, BLOCKER, (
-            f"{summary}; {needs.nodes} nodes need {needs.nodes} in one zone: add a larger "
-            "subnet in one zone to TrainingSubnetIds, or run fewer nodes"))
+            f"{summary}; {takes}: add a larger subnet in one zone to TrainingSubnetIds, or run "
+            "fewer nodes"))
     else:
-        yield Finding(name, OK, f"{summary} ≥ {needs.nodes} nodes")
+        yield Finding(name, OK, f"{summary} ≥ {needed}: {takes}")
     yield from _routes_to_aws(needs, aws)
+    yield from _default_group(needs, aws)
+
+
+def _efa_tasks_on_ecs(needs: Needs) -> bool:
+    """The stack launches types with interfaces of their own (EFA) on ECS: their multi-node
+    tasks' interfaces get the VPC's default group (their compute environment names none)."""
+    return not needs.parameters.get("EksClusterName") and any(
+        _interfaces(needs, t) for t in needs.instance_types)
+
+
+def _default_group(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """On EFA nodes, Batch gives a multi-node task's interface the VPC's default group: the
+    stack must be told which it is (VpcDefaultSecurityGroupId), and the nodes meet only if it
+    lets all traffic in from itself and out (AWS creates it so; many accounts take its rules
+    away)."""
+    if not _efa_tasks_on_ecs(needs):
+        return
+    name = "network"
+    groups = list(aws.pages("ec2", "describe_security_groups", "SecurityGroups", Filters=[
+        {"Name": "vpc-id", "Values": [needs.vpc_id]},
+        {"Name": "group-name", "Values": ["default"]}]))
+    if not groups:
+        return
+    group = groups[0]
+    given = needs.parameters.get("VpcDefaultSecurityGroupId", "")
+    if given != group["GroupId"]:
+        yield Finding(name, BLOCKER, (
+            f"VpcDefaultSecurityGroupId is {given or 'not given'}; deploy with "
+            f"VpcDefaultSecurityGroupId={group['GroupId']}, the default security group of "
+            f"{needs.vpc_id}: Batch gives it to the multi-node tasks on EFA nodes, and the "
+            "stack lets it reach the file systems"))
+    problems = []
+
+    def everything(rule: dict[str, Any]) -> bool:
+        return str(rule.get("IpProtocol")) == "-1"
+
+    def from_itself(rule: dict[str, Any]) -> bool:
+        return any(pair.get("GroupId") == group["GroupId"]
+                   for pair in rule.get("UserIdGroupPairs", []))
+
+    if not any(everything(r) and from_itself(r) for r in group.get("IpPermissions", [])):
+        problems.append("all traffic in from itself")
+    if not any(everything(r) and (from_itself(r) or any(
+            a.get("CidrIp") == "0.0.0.0/0" for a in r.get("IpRanges", [])))
+            for r in group.get("IpPermissionsEgress", [])):
+        problems.append("all traffic out")
+    if problems:
+        yield Finding(name, BLOCKER, (
+            f"the default security group {group['GroupId']} of {needs.vpc_id} does not allow "
+            f"{' or '.join(problems)}: the multi-node tasks on EFA nodes are in it (Batch "
+            "gives it to them when the compute environment names no group) and could not "
+            "meet. Add those rules (the rules AWS creates it with)"))
+    else:
+        yield Finding(name, OK, (
+            f"default security group {group['GroupId']} allows all traffic within itself: "
+            "the multi-node tasks on EFA nodes meet there"))
 
 
 # A private subnet's way out: a NAT gateway, a transit gateway, a NAT instance or appliance.

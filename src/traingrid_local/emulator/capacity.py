@@ -5,10 +5,10 @@ environments have no Auto Scaling group. On AWS, a managed EC2 compute environme
 instances through a group named ``<environment>-asg-<id>``; when EC2 cannot give them, the
 group's activity fails with EC2's message. Here, a job that cannot be placed for want of
 capacity (``stuck-runnable``, or more than ``capacity-8-nodes`` allows) gets one failed activity
-of its queue's first compute environment's group, ACTIVITY_AFTER_S after it becomes RUNNABLE,
-worded as EC2 words InsufficientInstanceCapacity (VcpuLimitExceeded under ``vcpu-quota``). A
-job that waits for another reason (more memory than a node registers) gets none, as on AWS,
-where the group launches its instances.
+of the group of its queue's first compute environment that launches its type,
+ACTIVITY_AFTER_S after it becomes RUNNABLE, worded as EC2 words InsufficientInstanceCapacity
+(VcpuLimitExceeded under ``vcpu-quota``). A job that waits for another reason (more memory
+than a node registers) gets none, as on AWS, where the group launches its instances.
 """
 
 from __future__ import annotations
@@ -87,7 +87,10 @@ def no_capacity(job: Any, runnable_at: datetime, instance_type: str | None, node
     environments = job.job_queue.environments
     if not environments:
         return
-    environment = environments[0]
+    # The queue's first environment that launches the type (EFA types have their own).
+    environment = next((e for e in environments
+                        if instance_type in (e.compute_resources.get("instanceTypes") or [])),
+                       environments[0])
     region = job.backend.region_name
     instance_type = instance_type or (
         environment.compute_resources.get("instanceTypes") or ["the requested type"])[0]

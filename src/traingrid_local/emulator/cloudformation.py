@@ -6,9 +6,11 @@
 - ``AWS::Batch::JobDefinition`` keeps its type (``multinode``), node properties and optional
   retry strategy (moto forces ``container`` and requires a retry strategy);
 - ``AWS::Batch::ComputeEnvironment`` without ``ServiceRole`` uses the Batch service-linked role,
-  created on first use as AWS does (moto requires the property), without
-  ``SecurityGroupIds`` its launch template's (moto requires them on the environment), and its
+  created on first use as AWS does (moto requires the property), and its
   ``EksConfiguration`` (moto drops it) for a cluster that exists (:mod:`.batch_pods`);
+- ``AWS::NoValue`` in a list takes its item out of the list, as CloudFormation does (moto
+  leaves ``None`` there: a compute environment's instance types or launch template
+  overrides, a queue's compute environment order chosen by conditions);
 - a template given as JSON is read as JSON (moto reads every template with PyYAML's Python
   loader first, a second or more for TrainGrid's on every deploy); YAML stays YAML;
 - parameter defaults are typed like passed values (moto leaves a ``CommaDelimitedList`` default
@@ -37,7 +39,6 @@ from moto.batch.utils import lowercase_first_key
 from moto.cloudformation import parsing
 from moto.cloudformation.models import Stack as FakeStack
 from moto.cloudformation.parsing import ResourceMap
-from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
 from moto.moto_api._internal import mock_random
 from moto.s3.models import FakeBucket
@@ -173,25 +174,12 @@ def _batch_service_linked_role(account_id: str) -> str:
     return iam.create_service_linked_role("batch.amazonaws.com", "AWS Batch", "").arn
 
 
-def _launch_template_groups(account_id: str, region_name: str,
-                            spec: dict[str, Any]) -> list[str]:
-    """The security groups a compute environment's instances get from its launch template."""
-    template_id = spec.get("LaunchTemplateId") or spec.get("launchTemplateId")
-    if not template_id:
-        return []
-    template = ec2_backends[account_id][region_name].get_launch_template(template_id)
-    data = template.latest_version().data
-    return list(data.get("SecurityGroupIds") or [])
-
-
 def _compute_environment_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
                                 account_id: str, region_name: str,
                                 **kwargs: Any) -> ComputeEnvironment:
     props = cloudformation_json["Properties"]
+    # Without SecurityGroupIds: its launch templates' (batch_environments).
     resources = lowercase_first_key(props["ComputeResources"])
-    if "securityGroupIds" not in resources:
-        resources["securityGroupIds"] = _launch_template_groups(
-            account_id, region_name, resources.get("launchTemplate") or {})
     environment = batch_backends[account_id][region_name].create_compute_environment(
         props.get("ComputeEnvironmentName", resource_name),
         props["Type"],
@@ -204,6 +192,16 @@ def _compute_environment_create(cls, resource_name: str, cloudformation_json: di
             environment, lowercase_first_key(props["EksConfiguration"]), account_id,
             region_name)
     return environment
+
+
+def _clean_json(previous: Callable[..., Any]) -> Callable[..., Any]:
+    def clean_json(resource_json: Any, resources_map: ResourceMap) -> Any:
+        cleaned = previous(resource_json, resources_map)
+        if isinstance(resource_json, list) and isinstance(cleaned, list):
+            return [item for item in cleaned if item is not None]
+        return cleaned
+
+    return clean_json
 
 
 def _load_parameters(previous: Callable[..., None]) -> Callable[..., None]:
@@ -248,6 +246,7 @@ def apply() -> None:
     PATCHES.wrap(FakeStack, "parse_template",
                  lambda previous: staticmethod(_parse_template(original_function(previous))))
     PATCHES.wrap(parsing, "parse_resource_and_generate_name", _named)
+    PATCHES.wrap(parsing, "clean_json", _clean_json)
     PATCHES.wrap(LambdaFunction, "create_from_cloudformation_json", _function_create)
     PATCHES.add(LayerVersion, "physical_resource_id", property(lambda self: self.arn))
     PATCHES.wrap(FakeBucket, "create_from_cloudformation_json", _bucket_create)

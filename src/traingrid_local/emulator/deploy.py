@@ -152,7 +152,9 @@ def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, 
         quiet.undo_all()
 
 
-def _network(emulator: Emulator, region: str) -> dict[str, str]:
+def _network(emulator: Emulator, region: str, declared: dict[str, Any]) -> dict[str, str]:
+    """A VPC with two subnets in two zones; and its default security group, for templates
+    that ask for it (VpcDefaultSecurityGroupId)."""
     ec2 = emulator.client("ec2", region)
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnets = [
@@ -160,7 +162,13 @@ def _network(emulator: Emulator, region: str) -> dict[str, str]:
                           AvailabilityZone=f"{region}{zone}")["Subnet"]["SubnetId"]
         for i, zone in enumerate("ab")
     ]
-    return {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
+    network = {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
+    if "VpcDefaultSecurityGroupId" in declared:
+        (default,) = ec2.describe_security_groups(Filters=[
+            {"Name": "vpc-id", "Values": [vpc]},
+            {"Name": "group-name", "Values": ["default"]}])["SecurityGroups"]
+        network["VpcDefaultSecurityGroupId"] = default["GroupId"]
+    return network
 
 
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
@@ -177,7 +185,8 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
     template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
-    values = (_network(emulator, region) if "VpcId" in declared else {}) | (parameters or {})
+    values = (_network(emulator, region, declared) if "VpcId" in declared else {}) | (
+        parameters or {})
     cfn = emulator.client("cloudformation", region)
     cfn.create_stack(
         StackName=stack_name,

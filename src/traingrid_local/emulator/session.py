@@ -19,6 +19,7 @@ from traingrid.aws import clients
 from traingrid_local.emulator import (
     account,
     batch,
+    batch_environments,
     batch_pods,
     capacity,
     cloudformation,
@@ -62,7 +63,7 @@ MOTO_CONFIG: DefaultConfig = {
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (stores, sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
                sfn_catch, sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch,
-               batch_pods, capacity, sagemaker, throttling, account)
+               batch_environments, batch_pods, capacity, sagemaker, throttling, account)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"
@@ -131,6 +132,7 @@ class Emulator:
         throttling.RATES.reset()
         account.ACCOUNT.reset()
         capacity.reset()
+        batch_environments.reset()
         fault_injection.set_plan(self.fault_plan)
         # Record what each function calls, through the sessions its clients come from: ours,
         # and boto3's default for code that makes its own. The sessions are kept across

@@ -152,7 +152,10 @@ def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, 
         quiet.undo_all()
 
 
-def _network(emulator: Emulator, region: str) -> dict[str, str]:
+def _network(emulator: Emulator, region: str, declared: dict[str, Any]) -> dict[str, str]:
+    """A VPC whose two private subnets, in two zones, route 0.0.0.0/0 to a NAT gateway (in a
+    public subnet of its own): the training subnets, and the database's, which RDS wants in
+    two zones at least."""
     ec2 = emulator.client("ec2", region)
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnets = [
@@ -160,7 +163,18 @@ def _network(emulator: Emulator, region: str) -> dict[str, str]:
                           AvailabilityZone=f"{region}{zone}")["Subnet"]["SubnetId"]
         for i, zone in enumerate("ab")
     ]
-    return {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.100.0/24",
+                               AvailabilityZone=f"{region}a")["Subnet"]["SubnetId"]
+    gateway = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=gateway, VpcId=vpc)
+    nat = ec2.create_nat_gateway(SubnetId=public)["NatGateway"]["NatGatewayId"]
+    private = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=private, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    for subnet in subnets:
+        ec2.associate_route_table(RouteTableId=private, SubnetId=subnet)
+    values = {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets),
+              "DatabaseSubnetIds": ",".join(subnets), "TrainingSubnetsHaveNatRoute": "true"}
+    return {k: v for k, v in values.items() if k in declared}
 
 
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
@@ -177,7 +191,7 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
     template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
-    values = (_network(emulator, region) if "VpcId" in declared else {}) | (parameters or {})
+    values = (_network(emulator, region, declared) if "VpcId" in declared else {}) | (parameters or {})
     cfn = emulator.client("cloudformation", region)
     cfn.create_stack(
         StackName=stack_name,

@@ -25,7 +25,9 @@ from traingrid_local.emulator import (
     events,
     fault_injection,
     fsx,
+    fsx_quota,
     lambda_inprocess,
+    rds,
     s3,
     sagemaker,
     sfn_catch,
@@ -60,9 +62,10 @@ MOTO_CONFIG: DefaultConfig = {
 }
 # sfn_faults wraps what sfn_clock sets up: it comes after it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, batch, batch_pods,
+               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, fsx_quota, batch,
+               batch_pods,
                capacity,
-               sagemaker, throttling, account)
+               sagemaker, throttling, account, rds)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

@@ -6,8 +6,9 @@ Here the emulated account holds what a first deploy depends on (:data:`ACCOUNT`)
 
 - quotas by region: EC2's vCPU quotas of the GPU families, SageMaker's training-instance
   quotas (``ml.p3.16xlarge for training job usage``, and for spot training), Lambda's
-  concurrent executions and FSx for Lustre's storage capacity (AWS's default applied), answered by ``GetServiceQuota``, ``GetAWSDefaultServiceQuota``,
-  ``ListServiceQuotas`` and ``ListAWSDefaultServiceQuotas``. A fresh session has a new
+  concurrent executions and FSx for Lustre's storage capacity (AWS's default applied),
+  answered by ``GetServiceQuota``, ``GetAWSDefaultServiceQuota``, ``ListServiceQuotas`` and
+  ``ListAWSDefaultServiceQuotas``. A fresh session has a new
   account's values (0 GPU instances of any kind, 10 concurrent executions);
 - ``GetAccountSettings``: the concurrency limit from that quota, less what the region's
   functions reserve;

@@ -191,7 +191,8 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
     template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
-    values = (_network(emulator, region, declared) if "VpcId" in declared else {}) | (parameters or {})
+    network = _network(emulator, region, declared) if "VpcId" in declared else {}
+    values = network | (parameters or {})
     cfn = emulator.client("cloudformation", region)
     cfn.create_stack(
         StackName=stack_name,

@@ -10,9 +10,9 @@ was exceeded", whose ``Limit`` is ``TOTAL_STORAGE``: botocore fsx). moto creates
 Here CreateFileSystem adds the new file system's capacity to those of the region's file
 systems that count against the same quota and refuses it with ``ServiceLimitExceeded`` when
 the sum is above the account's value (``emulator/account.py``: AWS's default, 100,800 GiB,
-unless a test sets another with ``ACCOUNT.set_quota("fsx", ...)``). A repeated
-``ClientRequestToken`` returns the file system it made (``emulator/fsx.py``), so it is not
-counted twice.
+unless a test sets another with ``ACCOUNT.set_quota("fsx", ...)``). ``emulator/fsx.py`` wraps
+this: the request's own checks come first, and a repeated ``ClientRequestToken`` returns the
+file system it made before the quota would count it again.
 """
 
 from __future__ import annotations
@@ -51,9 +51,7 @@ def storage_in_use(backend: FSxBackend, deployment_type: str) -> int:
 def _create_file_system(previous: Any) -> Any:
     def create_file_system(self: FSxBackend, client_request_token: str | None = None,
                            **kwargs: Any) -> Any:
-        repeated = client_request_token and client_request_token in self.__dict__.get(
-            "tokens", {})
-        if kwargs.get("file_system_type") == "LUSTRE" and not repeated:
+        if kwargs.get("file_system_type") == "LUSTRE":
             kind = _deployment_type(kwargs.get("lustre_configuration"))
             quota = fsx_storage_quota(kind)
             spec = ACCOUNT.spec("fsx", quota.code)

@@ -60,9 +60,11 @@ MOTO_CONFIG: DefaultConfig = {
     "lambda": {"use_docker": False},
     "batch": {"use_docker": False},
 }
-# sfn_faults wraps what sfn_clock sets up: it comes after it.
+# sfn_faults wraps what sfn_clock sets up: it comes after it. fsx wraps fsx_quota's
+# CreateFileSystem: its checks of the request come first, as FSx's do, and a repeated token
+# returns its file system before the quota counts it.
 ADAPTATIONS = (sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
-               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx, fsx_quota, batch,
+               sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx_quota, fsx, batch,
                batch_pods,
                capacity,
                sagemaker, throttling, account, rds)

@@ -14,8 +14,9 @@ IMAGENET = ["--dataset", "s3://data/imagenet/", "--dataset-bytes", str(150 * 10*
 
 
 def test_the_reference_job_gets_a_file_system_that_feeds_its_reads():
+    # 110,400 GiB: above FSx's default storage quota, so the account has raised it.
     result = runner.invoke(app, ["plan", "--nodes", "20", "--instance-type", "p3.16xlarge",
-                                 *IMAGENET, "--json"])
+                                 *IMAGENET, "--fsx-quota-gib", "110400", "--json"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["job"]["gpus"] == 160
@@ -23,6 +24,15 @@ def test_the_reference_job_gets_a_file_system_that_feeds_its_reads():
     assert plan["fsx"]["throughput_mb_s"] >= plan["input"]["required_mb_s"]
     assert plan["fsx"]["meets_reads"] and not plan["warnings"]
     assert plan["cost"]["usd_per_hour"] > plan["cost"]["compute_usd_per_hour"]
+
+
+def test_on_fsxs_default_quota_the_reference_job_is_held_and_told_the_increase():
+    result = runner.invoke(app, ["plan", "--nodes", "20", "--instance-type", "p3.16xlarge",
+                                 *IMAGENET, "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["fsx"]["storage_capacity_gib"] == 100_800 and not plan["fsx"]["meets_reads"]
+    assert any("--quota-code L-AD2FC696 --desired-value 110400" in w for w in plan["warnings"])
 
 
 def test_a_manifest_with_its_own_file_system_is_planned_with_a_warning(tmp_path):

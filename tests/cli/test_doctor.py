@@ -94,9 +94,12 @@ class Account:
             VpcId=vpc or self.vpc, CidrBlock=cidr,
             AvailabilityZone=f"{HOME}{zone}")["Subnet"]["SubnetId"]
 
-    def doctor(self, *extra: str, subnets: list[str] | None = None) -> Any:
+    def doctor(self, *extra: str, subnets: list[str] | None = None,
+               database_subnets: list[str] | None = None) -> Any:
         network = ["--parameter", f"VpcId={self.vpc}", "--parameter",
-                   f"TrainingSubnetIds={','.join(subnets or self.subnets)}"] if self.vpc else []
+                   f"TrainingSubnetIds={','.join(subnets or self.subnets)}", "--parameter",
+                   f"DatabaseSubnetIds={','.join(database_subnets or self.subnets)}",
+                   ] if self.vpc else []
         if self.default_group and "VpcDefaultSecurityGroupId" not in " ".join(extra):
             network += ["--parameter", f"VpcDefaultSecurityGroupId={self.default_group}"]
         return runner.invoke(app, ["doctor", "--region", HOME, "--campaign-regions",
@@ -129,7 +132,8 @@ def test_a_healthy_account_passes_every_check(account):
             "us-east-1; push the image after it, before the first run: make push-images "
             f"HOME_REGION=us-east-1 TAG={NODE_TAG}") in warning
     checks = {line.split()[1] for line in lines(result, "ok")}
-    assert checks == {"ec2-quota", "sagemaker-quota", "fsx", "images", "network", "lambda"}
+    assert checks == {"ec2-quota", "sagemaker-quota", "fsx", "fsx-quota", "images", "network",
+                      "lambda"}
     assert "No blockers (1 warning(s))." in result.stdout
 
 
@@ -273,22 +277,59 @@ def test_the_node_image_is_read_from_training_image_uri_or_the_template(account)
             "creates it: CloudFormation would fail") in lines(result, "BLOCKER")[0]
 
 
-def test_subnets_without_a_way_out_to_aws_are_a_blocker_unless_the_vpc_has_endpoints(account):
+def test_subnets_without_a_nat_route_are_a_blocker_even_with_endpoints(account):
     account.healthy()
     ec2 = account.client("ec2")
     isolated = ec2.create_route_table(VpcId=account.vpc)["RouteTable"]["RouteTableId"]
     ec2.associate_route_table(RouteTableId=isolated, SubnetId=account.subnets[1])
+    ec2.create_vpc_endpoint(VpcId=account.vpc, ServiceName=f"com.amazonaws.{HOME}.sagemaker.api",
+                            VpcEndpointType="Interface", SubnetIds=[account.subnets[1]])
     result = account.doctor()
     assert result.exit_code == 1
     (blocker,) = lines(result, "BLOCKER")
-    assert (f"subnet(s) {account.subnets[1]} have no default route through a NAT gateway and "
-            "the VPC no endpoints: the functions in them cannot reach AWS's APIs") in blocker
-    ec2.create_vpc_endpoint(VpcId=account.vpc, ServiceName=f"com.amazonaws.{HOME}.states",
-                            VpcEndpointType="Interface", SubnetIds=[account.subnets[1]])
+    assert (f"subnet(s) {account.subnets[1]} have no default route to a NAT gateway: the "
+            "janitor and RegisterDataset (SageMaker and S3 of the campaign regions) call other "
+            "regions' APIs, which no VPC endpoint serves (the VPC's endpoints for api serve "
+            "this region only)") in blocker
+    # Through a transit gateway: the doctor cannot follow it, and says so.
+    gateway = ec2.create_transit_gateway()["TransitGateway"]["TransitGatewayId"]
+    ec2.create_route(RouteTableId=isolated, DestinationCidrBlock="0.0.0.0/0",
+                     TransitGatewayId=gateway)
     result = account.doctor()
     assert result.exit_code == 0, result.output
-    assert "the VPC has endpoints for states: every API the functions call" in \
+    assert "not a NAT gateway: make sure it reaches the internet" in \
         "".join(lines(result, "warning"))
+
+
+def test_database_subnets_in_one_zone_are_a_blocker_before_rds_refuses_them(account):
+    account.healthy()
+    same_zone = account.subnet("10.30.5.0/24", "a")
+    result = account.doctor(database_subnets=[account.subnets[0], same_zone])
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert ("DatabaseSubnetIds: they cover 1 Availability Zone (us-east-1a); RDS refuses a DB "
+            "subnet group in fewer than two (DBSubnetGroupDoesNotCoverEnoughAZs)") in blocker
+    result = account.doctor()
+    assert "DatabaseSubnetIds cover us-east-1a, us-east-1b" in "".join(lines(result, "ok"))
+    # A database brought along needs none of them.
+    result = account.doctor("--parameter", "DatabaseSecretArn=arn:aws:secretsmanager:x",
+                            database_subnets=[same_zone])
+    assert not any("DatabaseSubnetIds" in line for line in result.stdout.splitlines())
+
+
+def test_an_fsx_quota_below_the_stacks_fsx_storage_quota_is_a_blocker(account):
+    account.healthy()
+    ACCOUNT.set_quota("fsx", "Lustre Scratch storage capacity", 48_000)
+    result = account.doctor()
+    assert result.exit_code == 1
+    (blocker,) = lines(result, "BLOCKER")
+    assert ('SCRATCH_2: "Lustre Scratch storage capacity" (L-AD2FC696) is 48,000 GiB in '
+            "us-east-1; runs are sized within FsxStorageQuotaGiB=100,800") in blocker
+    assert ("Deploy with FsxStorageQuotaGiB=48000, or request an increase: aws service-quotas "
+            "request-service-quota-increase --service-code fsx --quota-code L-AD2FC696 "
+            "--desired-value 100800 --region us-east-1") in blocker
+    result = account.doctor("--parameter", "FsxStorageQuotaGiB=48000")
+    assert result.exit_code == 0, result.output
 
 
 def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(account):
@@ -390,19 +431,14 @@ def test_a_deployed_stack_is_checked_with_its_own_parameters(account):
         assert result.exit_code == 1
         assert "stack traingrid in us-east-1" in result.stdout
         # The stack made the node image's repository; nothing is pushed yet.
-        images, no_way_out = [line for line in lines(result, "BLOCKER") if " images " in line], [
-            line for line in lines(result, "BLOCKER") if " network " in line]
+        images = [line for line in lines(result, "BLOCKER") if " images " in line]
         assert f"node image traingrid-mnp:{NODE_TAG} in us-east-1: the repository has no " \
                f"image {NODE_TAG}" in images[0]
         assert images[1].endswith(f"push them: make push-images HOME_REGION=us-east-1 "
                                   f"TAG={NODE_TAG}")
-        # The emulated deploy's VPC has no way out: the functions in it could not call AWS.
-        assert "have no default route through a NAT gateway and the VPC no endpoints" in \
-            no_way_out[0]
+        # The emulated deploy's subnets route to a NAT gateway.
+        assert not [line for line in lines(result, "BLOCKER") if " network " in line]
         account.push_to(NODE_REPOSITORY, HOME, NODE_TAG)
-        vpc = next(p["ParameterValue"] for p in account.client("cloudformation").describe_stacks(
-            StackName="traingrid")["Stacks"][0]["Parameters"] if p["ParameterKey"] == "VpcId")
-        account.nat_route(vpc)
         result = runner.invoke(app, ["doctor", "--stack", "traingrid", "--region", HOME])
         assert result.exit_code == 0, result.output
         # The stack's own subnets (made by the emulated deploy), not any flag's.

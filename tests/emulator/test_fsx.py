@@ -269,7 +269,7 @@ def test_capacity_and_throughput_are_checked_against_the_deployment_type(
         client.create_file_system(FileSystemType="LUSTRE", StorageCapacity=capacity,
                                   SubnetIds=[subnet], LustreConfiguration=lustre)
 
-    create(110_400, DeploymentType="SCRATCH_2", ImportPath="s3://data/imagenet/")
+    create(100_800, DeploymentType="SCRATCH_2", ImportPath="s3://data/imagenet/")
     create(4800, DeploymentType="PERSISTENT_1", PerUnitStorageThroughput=200)
     refused = {
         "not valid for SCRATCH_2": (3600, {"DeploymentType": "SCRATCH_2"}),

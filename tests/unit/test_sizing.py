@@ -16,6 +16,7 @@ from traingrid.validation import parse
 from traingrid.vocabulary.catalog import FSX_TIERS, INSTANCE_TYPES, is_valid_capacity
 
 GB = 10**9
+UNBOUNDED = 10**9  # an FSx storage quota no file system reaches
 IMAGENET = DatasetSize(objects=1281, bytes=150 * GB)  # 1,281 TFRecord shards
 
 
@@ -52,7 +53,8 @@ def test_the_record_size_comes_from_records_objects_or_the_default():
     (1200, "SCRATCH_2", 110_400),
 ])
 def test_the_cheapest_file_system_that_feeds_the_job_is_chosen(per_gpu, kind, capacity):
-    sizing = size_file_system(request(expected_images_per_s_per_gpu=per_gpu), IMAGENET)
+    sizing = size_file_system(request(expected_images_per_s_per_gpu=per_gpu), IMAGENET,
+                              UNBOUNDED)
     assert sizing.meets and not sizing.warnings
     assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == (kind, capacity)
     assert is_valid_capacity(sizing.choice.tier.deployment_type, capacity)
@@ -66,7 +68,8 @@ def test_a_persistent_type_takes_the_cheapest_throughput_per_tib_that_feeds_the_
                                     fsx={"deployment_type": "PERSISTENT_1"}), IMAGENET)
     assert slow.choice.tier.mb_s_per_tib == 50  # capacity-bound: the cheapest per GB
     fast = plan_run(request(fsx={"deployment_type": "PERSISTENT_1"}), run="r",
-                    execution_arn="a", dataset=IMAGENET, now=datetime.now(UTC))
+                    execution_arn="a", dataset=IMAGENET, now=datetime.now(UTC),
+                    fsx_quota_gib=UNBOUNDED)
     lustre = fast["file_system"]["lustre_configuration"]
     assert (lustre["DeploymentType"], lustre["PerUnitStorageThroughput"]) == ("PERSISTENT_1",
                                                                                 200)
@@ -74,7 +77,7 @@ def test_a_persistent_type_takes_the_cheapest_throughput_per_tib_that_feeds_the_
 
 
 def test_a_cheaper_tier_a_run_cannot_create_is_named_not_chosen():
-    sizing = size_file_system(request(), IMAGENET)
+    sizing = size_file_system(request(), IMAGENET, UNBOUNDED)
     assert sizing.choice.tier.import_path
     assert any("PERSISTENT_2" in note and "data repository association" in note
                for note in sizing.notes)
@@ -114,7 +117,8 @@ def test_a_preload_asks_the_main_node_to_load_the_dataset_before_training():
 
 def test_a_job_no_file_system_can_feed_gets_the_fastest_and_says_by_how_much():
     sizing = size_file_system(request(nodes=500, instance_type="p5.48xlarge",
-                                      expected_images_per_s_per_gpu=100_000), IMAGENET)
+                                      expected_images_per_s_per_gpu=100_000), IMAGENET,
+                              UNBOUNDED)
     assert not sizing.meets
     assert is_valid_capacity(sizing.choice.tier.deployment_type, sizing.choice.capacity_gib)
     assert sizing.choice.capacity_gib > 990_000
@@ -136,7 +140,7 @@ def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
     monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
     monkeypatch.setattr(plan_step.logger, "warning",
                         lambda message, *args, extra: warned.append((message % args, extra)))
-    settings = Settings(data_bucket="bkt")
+    settings = Settings(data_bucket="bkt", fsx_storage_quota_gib=UNBOUNDED)
     event = {"run": "r", "execution_arn": "arn", "request": {"dataset": "s3://bkt/imagenet/"}}
     plan_step.plan(event, settings)
     assert warned == []
@@ -145,3 +149,42 @@ def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
     [(message, figures)] = warned
     assert message.startswith("file system starves the job: the file system gives 234 MB/s")
     assert figures == {"required_mb_s": 21120.0, "throughput_mb_s": 234.4}
+
+
+def test_the_file_system_stays_within_the_accounts_fsx_quota_and_names_the_increase():
+    # 160 V100s read 21,120 MB/s: 110,400 GiB of SCRATCH_2, above the default quota.
+    sizing = size_file_system(request(), IMAGENET)
+
+    assert sizing.choice.capacity_gib == 100_800  # the largest SCRATCH_2 within 100,800
+    assert not sizing.meets
+    short, quota = sizing.warnings
+    assert "the account's FSx storage quota holds the job" in short
+    assert quota.startswith('the file system is held to 100,800 GiB by the account\'s FSx '
+                            'quota "Lustre Scratch storage capacity" (L-AD2FC696), 100,800 GiB')
+    assert ("aws service-quotas request-service-quota-increase --service-code fsx "
+            "--quota-code L-AD2FC696 --desired-value 110400") in quota
+    # A lower applied value lowers the file system with it.
+    assert size_file_system(request(), IMAGENET, 50_000).choice.capacity_gib == 48_000
+
+
+def test_the_plan_step_sizes_within_the_stacks_fsx_quota(monkeypatch):
+    monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
+    monkeypatch.setattr(plan_step.logger, "warning", lambda *args, **kwargs: None)
+    event = {"run": "r", "execution_arn": "arn", "request": {"dataset": "s3://bkt/imagenet/"}}
+    settings = Settings.from_env({"DATA_BUCKET": "bkt", "FSX_STORAGE_QUOTA_GIB": "24000"})
+
+    planned = plan_step.plan(event, settings)
+
+    assert planned["file_system"]["storage_capacity_gib"] == 24_000
+    assert any("--desired-value 110400" in w for w in planned["reads"]["warnings"])
+
+
+def test_a_file_system_the_dataset_needs_beyond_the_quota_says_fsx_will_refuse_it():
+    huge = DatasetSize(objects=100_000, bytes=120_000 * GB)  # 136,000 GiB with headroom
+    sizing = size_file_system(request(expected_images_per_s_per_gpu=1), huge)
+
+    assert sizing.choice.capacity_gib > 100_800  # never smaller than the dataset
+    [refused] = [w for w in sizing.warnings if "ServiceLimitExceeded" in w]
+    assert "above the account's FSx quota" in refused and "L-AD2FC696" in refused
+    explicit = size_file_system(request(fsx={"storage_capacity_gib": 2400}), IMAGENET, 1200)
+    assert any("2,400 GiB is above" in w for w in explicit.warnings)

@@ -18,6 +18,7 @@ from traingrid.errors import RequestInvalid
 from traingrid.training.plan import DatasetSize
 from traingrid.training.plan_step import dry_run
 from traingrid.training.run_request import parse_request
+from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
 from traingrid_local.api.client import DEFAULT_ENDPOINT
 from traingrid_local.cli import terminal
 from traingrid_local.cli.runs import (
@@ -36,14 +37,15 @@ from traingrid_local.cli.terminal import stderr, stdout
 commands = typer.Typer()
 
 
-def local_plan(body: dict[str, Any], dataset: DatasetSize) -> dict[str, Any]:
+def local_plan(body: dict[str, Any], dataset: DatasetSize,
+               fsx_quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> dict[str, Any]:
     try:
         request = parse_request(body, commands=True, sent_as="traingrid plan")
     except RequestInvalid as invalid:
         for line in terminal.problems_lines(invalid.listed):
             stderr.print(line, highlight=False, soft_wrap=True, markup=False)
         raise fail("plan", invalid.message, INVALID) from None
-    return dry_run(request, dataset)
+    return dry_run(request, dataset, fsx_quota_gib=fsx_quota_gib)
 
 
 def duration(seconds: float) -> str:
@@ -110,6 +112,10 @@ def plan(
         help="Plan here, without AWS, for a dataset of this many bytes.")] = None,
     dataset_objects: Annotated[int | None, typer.Option(
         help="With --dataset-bytes: its objects (default 1).")] = None,
+    fsx_quota_gib: Annotated[int, typer.Option(
+        help="With --dataset-bytes: the account's FSx for Lustre storage quota to size "
+             "within, as the stack's FsxStorageQuotaGiB (default: AWS's, 100,800 GiB).",
+        min=1200)] = FSX_DEFAULT_STORAGE_QUOTA_GIB,
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
@@ -129,7 +135,8 @@ def plan(
         if dataset_bytes < 1 or (dataset_objects is not None and dataset_objects < 1):
             raise fail("plan", "--dataset-bytes and --dataset-objects must be positive",
                        INVALID)
-        result = local_plan(body, DatasetSize(dataset_objects or 1, dataset_bytes))
+        result = local_plan(body, DatasetSize(dataset_objects or 1, dataset_bytes),
+                            fsx_quota_gib)
     else:
         result = call("plan", connect("plan", endpoint, stack, region), "POST", "/plans", body)
     if as_json:

@@ -1,5 +1,6 @@
-"""The checks: each reads the account and says, one line per problem, what to do (quotas, FSx,
-the images, the network (``network``), Lambda's concurrency), and ``run_checks`` runs them all.
+"""The checks: each reads the account and says, one line per problem, what to do (quotas, FSx
+and its storage quota, the images, the network (``network``), Lambda's concurrency), and
+``run_checks`` runs them all.
 
 A blocker stops the stack from deploying or its runs from starting; a warning is worth
 knowing. Every AWS call goes through ``findings.Aws``.
@@ -11,7 +12,12 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
-from traingrid.vocabulary.catalog import InstanceType
+from traingrid.vocabulary.catalog import (
+    FSX_DEFAULT_STORAGE_QUOTA_GIB,
+    MIN_CAPACITY_GIB,
+    InstanceType,
+    fsx_storage_quota,
+)
 from traingrid_local.doctor.findings import BLOCKER, OK, WARNING, Aws, AwsError, Finding
 from traingrid_local.doctor.needs import Image, Needs
 from traingrid_local.doctor.network import network
@@ -165,6 +171,37 @@ def fsx(needs: Needs, aws: Aws) -> Iterator[Finding]:
         f"roles may not create it: every run's file system would fail. Once, {who}: {create}"))
 
 
+def fsx_quota(needs: Needs, aws: Aws) -> Iterator[Finding]:
+    """FSx for Lustre's storage quotas of the deployment types runs use (SCRATCH_2 and
+    PERSISTENT_1), applied values over AWS's defaults, against FsxStorageQuotaGiB, within
+    which the plan sizes every file system: a plan above what the account allows makes file
+    systems FSx refuses (ServiceLimitExceeded)."""
+    name = "fsx-quota"
+    planned = needs.fsx_storage_quota_gib or FSX_DEFAULT_STORAGE_QUOTA_GIB
+    for kind in ("SCRATCH_2", "PERSISTENT_1"):
+        quota = fsx_storage_quota(kind)
+        value = quota_value(aws, "fsx", quota.code, needs.region)
+        if value is None:
+            yield Finding(name, WARNING, f"FSx's quota {quota.code} ({quota.name}) was not "
+                                         f"found in {needs.region}; not checked")
+            continue
+        summary = (f'{kind}: "{quota.name}" ({quota.code}) is {value:,.0f} GiB in '
+                   f"{needs.region}; runs are sized within FsxStorageQuotaGiB={planned:,}")
+        if value < MIN_CAPACITY_GIB:
+            yield Finding(name, BLOCKER, (
+                f"{summary}: below the smallest file system ({MIN_CAPACITY_GIB:,} GiB), so "
+                f"FSx refuses every run's. Request an increase: "
+                f"{quota.increase_command(max(planned, MIN_CAPACITY_GIB), needs.region)}"))
+        elif value < planned:
+            yield Finding(name, BLOCKER, (
+                f"{summary}: a run sized up to the parameter gets a file system FSx refuses "
+                f"(ServiceLimitExceeded). Deploy with FsxStorageQuotaGiB={value:.0f}, or "
+                f"request an increase: {quota.increase_command(planned, needs.region)}"))
+        else:
+            yield Finding(name, OK, f"{summary} (file systems of runs at the same time share "
+                                    "the quota)")
+
+
 def _caller_may(action: str, aws: Aws) -> bool | None:
     """What the policy simulator says of the caller (None: it cannot say)."""
     caller = caller_role_arn(aws)
@@ -291,6 +328,7 @@ CHECKS: dict[str, Check] = {
     "ec2-quota": ec2_quota,
     "sagemaker-quota": sagemaker_quota,
     "fsx": fsx,
+    "fsx-quota": fsx_quota,
     "images": images,
     "network": network,
     "lambda": lambda_concurrency,

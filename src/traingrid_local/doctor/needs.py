@@ -132,6 +132,22 @@ class Needs:
         return [s.strip() for s in self.parameters.get("TrainingSubnetIds", "").split(",")
                 if s.strip()]
 
+    @property
+    def database_subnet_ids(self) -> list[str]:
+        return [s.strip() for s in self.parameters.get("DatabaseSubnetIds", "").split(",")
+                if s.strip()]
+
+    @property
+    def creates_database(self) -> bool:
+        """The stack creates the campaign database (no DatabaseSecretArn brought along)."""
+        return not self.parameters.get("DatabaseSecretArn", "")
+
+    @property
+    def fsx_storage_quota_gib(self) -> int | None:
+        """What the stack's plan sizes file systems within (FsxStorageQuotaGiB)."""
+        value = self.parameters.get("FsxStorageQuotaGiB", "")
+        return int(value) if value.isdigit() else None
+
     def reserved_concurrency(self) -> dict[str, int]:
         """Function logical id → the concurrency its template reserves."""
         found = {}

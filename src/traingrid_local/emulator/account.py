@@ -5,9 +5,10 @@ moto answers Service Quotas for VPC only, has no Lambda ``GetAccountSettings`` a
 Here the emulated account holds what a first deploy depends on (:data:`ACCOUNT`), set by tests:
 
 - quotas by region: EC2's vCPU quotas of the GPU families, SageMaker's training-instance
-  quotas (``ml.p3.16xlarge for training job usage``, and for spot training) and Lambda's
-  concurrent executions, answered by ``GetServiceQuota``, ``GetAWSDefaultServiceQuota``,
-  ``ListServiceQuotas`` and ``ListAWSDefaultServiceQuotas``. A fresh session has a new
+  quotas (``ml.p3.16xlarge for training job usage``, and for spot training), Lambda's
+  concurrent executions and FSx for Lustre's storage capacity (AWS's default applied),
+  answered by ``GetServiceQuota``, ``GetAWSDefaultServiceQuota``, ``ListServiceQuotas`` and
+  ``ListAWSDefaultServiceQuotas``. A fresh session has a new
   account's values (0 GPU instances of any kind, 10 concurrent executions);
 - ``GetAccountSettings``: the concurrency limit from that quota, less what the region's
   functions reserve;
@@ -17,7 +18,8 @@ Here the emulated account holds what a first deploy depends on (:data:`ACCOUNT`)
   ``allowed``).
 
 The emulator reads these quotas; it does not enforce them at deploy or run time (the
-``sagemaker-quota`` fault does, for CreateTrainingJob).
+``sagemaker-quota`` fault does, for CreateTrainingJob), except FSx's storage quotas, which
+CreateFileSystem enforces (``emulator/fsx_quota.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from moto.servicequotas.responses import ServiceQuotasResponse
 from moto.sts.models import STSBackend
 
 from traingrid.campaigns.sagemaker_job import GPUS_PER_HOST
+from traingrid.vocabulary.catalog import FSX_STORAGE_QUOTAS
 from traingrid_local.emulator.patching import PATCHES
 
 
@@ -68,6 +71,9 @@ QUOTAS: dict[tuple[str, str], QuotaSpec] = {
         QuotaSpec("ec2", "L-DB2E81BA", "Running On-Demand G and VT instances", 0, 0),
         QuotaSpec("ec2", "L-3819A6DF", "All G and VT Spot Instance Requests", 0, 0),
         QuotaSpec("lambda", LAMBDA_CONCURRENCY, "Concurrent executions", 10, 1000),
+        # FSx for Lustre's storage quotas: a new account has AWS's defaults (GiB).
+        *(QuotaSpec("fsx", q.code, q.name, q.default_gib, q.default_gib)
+          for q in FSX_STORAGE_QUOTAS.values()),
         *(QuotaSpec("sagemaker", _sagemaker_code(name), name, 0, 0)
           for instance_type in GPUS_PER_HOST
           for name in (f"{instance_type} for training job usage",
@@ -75,7 +81,7 @@ QUOTAS: dict[tuple[str, str], QuotaSpec] = {
     )
 }
 SERVICE_NAMES = {"ec2": "Amazon Elastic Compute Cloud (Amazon EC2)", "lambda": "AWS Lambda",
-                 "sagemaker": "Amazon SageMaker"}
+                 "sagemaker": "Amazon SageMaker", "fsx": "Amazon FSx"}
 
 
 @dataclass

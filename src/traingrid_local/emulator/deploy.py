@@ -153,8 +153,10 @@ def translate(template: dict[str, Any], region: str = "us-east-1") -> dict[str, 
 
 
 def _network(emulator: Emulator, region: str, declared: dict[str, Any]) -> dict[str, str]:
-    """A VPC with two subnets in two zones; and its default security group, for templates
-    that ask for it (VpcDefaultSecurityGroupId)."""
+    """A VPC whose two private subnets, in two zones, route 0.0.0.0/0 to a NAT gateway (in a
+    public subnet of its own): the training subnets, and the database's, which RDS wants in
+    two zones at least; and its default security group, for templates that ask for it
+    (VpcDefaultSecurityGroupId)."""
     ec2 = emulator.client("ec2", region)
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnets = [
@@ -162,13 +164,23 @@ def _network(emulator: Emulator, region: str, declared: dict[str, Any]) -> dict[
                           AvailabilityZone=f"{region}{zone}")["Subnet"]["SubnetId"]
         for i, zone in enumerate("ab")
     ]
-    network = {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets)}
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.100.0/24",
+                               AvailabilityZone=f"{region}a")["Subnet"]["SubnetId"]
+    gateway = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=gateway, VpcId=vpc)
+    nat = ec2.create_nat_gateway(SubnetId=public)["NatGateway"]["NatGatewayId"]
+    private = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=private, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    for subnet in subnets:
+        ec2.associate_route_table(RouteTableId=private, SubnetId=subnet)
+    values = {"VpcId": vpc, "TrainingSubnetIds": ",".join(subnets),
+              "DatabaseSubnetIds": ",".join(subnets), "TrainingSubnetsHaveNatRoute": "true"}
     if "VpcDefaultSecurityGroupId" in declared:
         (default,) = ec2.describe_security_groups(Filters=[
             {"Name": "vpc-id", "Values": [vpc]},
             {"Name": "group-name", "Values": ["default"]}])["SecurityGroups"]
-        network["VpcDefaultSecurityGroupId"] = default["GroupId"]
-    return network
+        values["VpcDefaultSecurityGroupId"] = default["GroupId"]
+    return {k: v for k, v in values.items() if k in declared}
 
 
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
@@ -185,8 +197,8 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
             Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
     template, left_out = without_api_gateway(template)
     declared = template.get("Parameters", {})
-    values = (_network(emulator, region, declared) if "VpcId" in declared else {}) | (
-        parameters or {})
+    network = _network(emulator, region, declared) if "VpcId" in declared else {}
+    values = network | (parameters or {})
     cfn = emulator.client("cloudformation", region)
     cfn.create_stack(
         StackName=stack_name,

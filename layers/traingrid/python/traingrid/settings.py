@@ -93,6 +93,9 @@ class Settings(EnvSettings):
     allow_run_commands: bool = env("ALLOW_RUN_COMMANDS", default=False)
     # The Batch backend the stack trains on: ecs (default) or eks (EksClusterName is set).
     training_backend: str = env("TRAINING_BACKEND", default="ecs")
+    # FsxStorageQuotaGiB: the account's FSx for Lustre storage quota a run's file system is
+    # sized within (AWS's default unless the stack names the applied value).
+    fsx_storage_quota_gib: int = env("FSX_STORAGE_QUOTA_GIB", default=100_800, ge=1200)
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:

@@ -18,6 +18,7 @@ from traingrid.errors import (
     UnknownFailure,
 )
 from traingrid.training.attempts import attempts_summary
+from traingrid.vocabulary.catalog import fsx_storage_quota
 from traingrid.vocabulary.training_run import Explained
 
 # Step Functions caps a Fail state's cause at 32,768 characters.
@@ -68,6 +69,28 @@ def advice(error: str, again: str = "start the run again") -> str | None:
         return ("This is a TrainGrid defect: report it with the execution's name. What to do: "
                 f"{again}")
     return None
+
+
+def fsx_quota_advice(error: str, state: Mapping[str, Any]) -> str | None:
+    """What to do when FSx refused the run's file system for the account's limits
+    (``ServiceLimitExceeded``: "a particular service limit was exceeded", botocore fsx): for
+    storage, the quota the file system counts against and the increase to request."""
+    # Step Functions' aws-sdk integrations name it FSx.ServiceLimitExceededException.
+    if error.rpartition(".")[2].removesuffix("Exception") != "ServiceLimitExceeded":
+        return None
+    planned = (state.get("plan") or {}).get("file_system") or {}
+    kind = (planned.get("lustre_configuration") or {}).get("DeploymentType", "SCRATCH_2")
+    capacity = int(planned.get("storage_capacity_gib") or 0)
+    quota = fsx_storage_quota(kind)
+    return (f"FSx refused the {capacity:,} GiB {kind} file system: the account's FSx limits in "
+            f"this region are reached (the storage of all its {kind.split('_')[0].lower()} "
+            f"file systems counts against \"{quota.name}\", {quota.code}, "
+            f"{quota.default_gib:,} GiB by default; or the number of file systems). What to "
+            f"do: delete file systems no longer needed (aws fsx describe-file-systems), or "
+            f"request an increase to at least this file system plus what the others hold "
+            f"(FSx for Lustre storage is an adjustable Service Quota): "
+            f"{quota.increase_command(capacity)}, then set the stack's FsxStorageQuotaGiB to "
+            f"the value granted and start the run again")
 
 
 def primary(state: Mapping[str, Any]) -> tuple[str, str, str | None]:
@@ -132,7 +155,7 @@ def notes(state: Mapping[str, Any], primary_key: str | None) -> list[str]:
 
 def explain(state: Mapping[str, Any]) -> Explained:
     error, cause, key = primary(state)
-    what_to_do = advice(error)
+    what_to_do = fsx_quota_advice(error, state) or advice(error)
     parts = ([cause] if cause else []) + ([what_to_do] if what_to_do else []) + notes(state, key)
     text = " ".join(p.rstrip() if p.rstrip().endswith(".") else p.rstrip() + "." for p in parts)
     return {"error": error, "cause": text[:MAX_CAUSE]}

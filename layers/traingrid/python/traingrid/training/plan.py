@@ -24,6 +24,7 @@ from traingrid.training.sizing import (
     size_file_system,
 )
 from traingrid.vocabulary.catalog import (
+    FSX_DEFAULT_STORAGE_QUOTA_GIB,
     INSTANCE_TYPES,
     is_valid_capacity,
     preflight_thresholds,
@@ -65,14 +66,15 @@ def outputs_prefix(run: str) -> str:
     return f"{archive_prefix(run)}{OUTPUTS_DIR}/"
 
 
-def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize) -> int:
+def storage_capacity_gib(request: TrainingRunRequest, dataset: DatasetSize,
+                         quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> int:
     """The file system's capacity: the request's own, checked, or sized for the dataset and
-    the job's reads (``sizing.size_file_system``)."""
+    the job's reads within the account's FSx storage quota (``sizing.size_file_system``)."""
     deployment_type = request.fsx.deployment_type
     needed_gib = dataset.bytes * CAPACITY_HEADROOM / GIB
     requested = request.fsx.storage_capacity_gib
     if requested is None:
-        return size_file_system(request, dataset).choice.capacity_gib
+        return size_file_system(request, dataset, quota_gib).choice.capacity_gib
     problems = []
     if not is_valid_capacity(deployment_type, requested):
         problems.append(
@@ -182,11 +184,13 @@ def plan_run(
     dataset: DatasetSize,
     now: datetime,
     backend: Backend = DEFAULT_BACKEND,
+    fsx_quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB,
 ) -> RunPlan:
     instance = INSTANCE_TYPES[request.instance_type]
     mpi_gpus = request.nodes * instance.gpus
-    capacity = storage_capacity_gib(request, dataset)  # refuses an invalid explicit one
-    sizing = size_file_system(request, dataset)
+    # Refuses an invalid explicit capacity.
+    capacity = storage_capacity_gib(request, dataset, fsx_quota_gib)
+    sizing = size_file_system(request, dataset, fsx_quota_gib)
     limits: PlanLimits = {
         "hydrate_s": request.timeouts.hydrate_minutes * 60,
         "runnable_s": request.timeouts.runnable_minutes * 60,

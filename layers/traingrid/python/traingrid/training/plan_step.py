@@ -21,6 +21,7 @@ from traingrid.training.run_request import (
     parse_request,
     require_runnable_here,
 )
+from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
 from traingrid.vocabulary.training_run import PlanRunEvent, RunPlan
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
         dataset=measure_dataset(request.bucket, request.prefix),
         now=clock.now(),
         backend=backend_of(settings.training_backend),
+        fsx_quota_gib=settings.fsx_storage_quota_gib,
     )
     reads = planned["reads"]
     for warning in reads["warnings"]:
@@ -68,12 +70,14 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
 
 
 def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None,
-            backend: Backend = DEFAULT_BACKEND) -> dict[str, Any]:
+            backend: Backend = DEFAULT_BACKEND,
+            fsx_quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> dict[str, Any]:
     """The plan ``request`` would get (``plan_view``), starting nothing: on ``dataset``'s
     size when given, else on what is under the dataset prefix now."""
     size = dataset or measure_dataset(request.bucket, request.prefix)
     planned = plan_run(request, run=request.name or DRY_RUN, execution_arn=DRY_RUN,
-                       dataset=size, now=clock.now(), backend=backend)
+                       dataset=size, now=clock.now(), backend=backend,
+                       fsx_quota_gib=fsx_quota_gib)
     return plan_view(planned)
 
 
@@ -83,4 +87,5 @@ def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
     request = parse_request(body, commands=True, sent_as="POST /plans")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib)
-    return dry_run(request, backend=backend_of(settings.training_backend))
+    return dry_run(request, backend=backend_of(settings.training_backend),
+                   fsx_quota_gib=settings.fsx_storage_quota_gib)

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from traingrid.vocabulary.catalog import (
+    FSX_DEFAULT_STORAGE_QUOTA_GIB,
     FSX_TIERS,
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
     MAX_CAPACITY_GIB,
     FsxTier,
-    capacity_step_gib,
+    fsx_storage_quota,
+    largest_capacity_within,
     round_up_capacity,
 )
 
@@ -121,16 +123,43 @@ def capacity_needed_gib(dataset: DatasetSize) -> float:
 
 
 def _sized(tier: FsxTier, dataset: DatasetSize, required_mb_s: float,
-           capacity: int | None) -> FileSystemChoice:
+           capacity: int | None, quota_gib: int | None = None) -> FileSystemChoice:
     """``tier`` at ``capacity``, or else at the least capacity that holds the dataset and
-    gives ``required_mb_s`` (at most the largest file system FSx makes)."""
+    gives ``required_mb_s``: at most the largest file system FSx makes and, with
+    ``quota_gib``, the largest within it, but never less than the dataset needs."""
     kind = tier.deployment_type
     if capacity is None:
         for_reads = required_mb_s / tier.mb_s_per_tib * 1024
-        largest = MAX_CAPACITY_GIB // capacity_step_gib(kind) * capacity_step_gib(kind)
-        capacity = min(round_up_capacity(kind, max(capacity_needed_gib(dataset), for_reads)),
-                       largest)
+        limit = MAX_CAPACITY_GIB if quota_gib is None else min(MAX_CAPACITY_GIB, quota_gib)
+        holds = round_up_capacity(kind, capacity_needed_gib(dataset))
+        capacity = max(holds, min(round_up_capacity(kind, for_reads),
+                                  largest_capacity_within(kind, limit)))
     return FileSystemChoice(tier, capacity)
+
+
+def quota_warnings(choice: FileSystemChoice, dataset: DatasetSize, required_mb_s: float,
+                   quota_gib: int, explicit_capacity: bool) -> list[str]:
+    """What FSx's storage quota does to the file system: refuses it (above the quota), or
+    holds it below the capacity that would feed the job, with the increase to request."""
+    kind = choice.tier.deployment_type
+    quota = fsx_storage_quota(kind)
+    named = f"the account's FSx quota \"{quota.name}\" ({quota.code}), {quota_gib:,} GiB"
+    if choice.capacity_gib > quota_gib:
+        return [f"{choice.capacity_gib:,} GiB is above {named}: FSx refuses the file system "
+                f"(ServiceLimitExceeded). Request an increase: "
+                f"{quota.increase_command(choice.capacity_gib)}"
+                + ("" if explicit_capacity else
+                   f" (the dataset alone needs {capacity_needed_gib(dataset):,.0f} GiB)")]
+    if explicit_capacity:
+        return []
+    unbounded = _sized(choice.tier, dataset, required_mb_s, None)
+    if unbounded.capacity_gib > choice.capacity_gib:
+        return [f"the file system is held to {choice.capacity_gib:,} GiB by {named}; "
+                f"{unbounded.capacity_gib:,} GiB would give the job its "
+                f"{required_mb_s:,.0f} MB/s. Request an increase: "
+                f"{quota.increase_command(unbounded.capacity_gib)}, then plan with "
+                f"FsxStorageQuotaGiB={unbounded.capacity_gib}"]
+    return []
 
 
 def _cheapest_meeting(choices: list[FileSystemChoice], required: float
@@ -139,10 +168,13 @@ def _cheapest_meeting(choices: list[FileSystemChoice], required: float
     return min(meeting, key=lambda c: (c.usd_per_hour, -c.throughput_mb_s)) if meeting else None
 
 
-def size_file_system(request: TrainingRunRequest, dataset: DatasetSize) -> Sizing:
+def size_file_system(request: TrainingRunRequest, dataset: DatasetSize,
+                     quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> Sizing:
     """The file system for ``request`` on ``dataset``: the cheapest that meets the job's
-    reads among what the request leaves open; else the fastest, with a warning saying by
-    how much it falls short."""
+    reads among what the request leaves open, within the account's FSx storage quota
+    (``quota_gib``, GiB); else the fastest, with a warning saying by how much it falls
+    short. A quota that holds it back, or that it exceeds, is a warning naming the increase
+    to request."""
     demand = read_demand(request, dataset)
     required = demand.required_mb_s
     fsx = request.fsx
@@ -151,20 +183,26 @@ def size_file_system(request: TrainingRunRequest, dataset: DatasetSize) -> Sizin
              and (t.deployment_type == fsx.deployment_type if explicit_type
                   else t.deployment_type in ("SCRATCH_2", "PERSISTENT_1"))
              and fsx.per_unit_storage_throughput in (None, t.mb_s_per_tib)]
-    choices = [_sized(t, dataset, required, fsx.storage_capacity_gib) for t in tiers]
+    choices = [_sized(t, dataset, required, fsx.storage_capacity_gib, quota_gib)
+               for t in tiers]
     best = _cheapest_meeting(choices, required)
     notes: list[str] = []
     warnings: list[str] = []
     if best is None:
         best = max(choices, key=lambda c: (c.throughput_mb_s, -c.usd_per_hour))
         short = required - best.throughput_mb_s
+        unbounded = _sized(best.tier, dataset, required, fsx.storage_capacity_gib)
         chosen_by = ("the request's fsx" if fsx.model_fields_set
+                     else "the account's FSx storage quota"
+                     if unbounded.capacity_gib > best.capacity_gib
                      else "the largest file system FSx makes")
         warnings.append(
             f"the file system gives {best.throughput_mb_s:,.0f} MB/s, {short:,.0f} MB/s short "
             f"of the {required:,.0f} MB/s the job reads ({demand.images_per_s:,} images/s of "
             f"{demand.record_bytes / 1000:,.0f} KB): {chosen_by} holds the job to about "
             f"{best.throughput_mb_s / required:.0%} of its rate")
+    warnings += quota_warnings(best, dataset, required, quota_gib,
+                               fsx.storage_capacity_gib is not None)
     notes.append(f"chosen: {best.describe()}")
     # A cheaper way that a run cannot take yet is worth knowing.
     others = [_sized(t, dataset, required, None) for t in FSX_TIERS if not t.import_path]

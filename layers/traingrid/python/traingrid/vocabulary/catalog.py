@@ -170,6 +170,54 @@ MIN_CAPACITY_GIB = 1200
 MAX_CAPACITY_GIB = 1_000_000 // 1200 * 1200
 
 
+
+
+@dataclass(frozen=True)
+class FsxStorageQuota:
+    """An account-level, adjustable FSx for Lustre storage quota (Service Quotas, service code
+    ``fsx``): the GiB all file systems of its deployment types may hold in one region."""
+
+    code: str
+    name: str
+    default_gib: int
+
+    def increase_command(self, desired_gib: int, region: str | None = None) -> str:
+        where = f" --region {region}" if region else ""
+        return (f"aws service-quotas request-service-quota-increase --service-code fsx "
+                f"--quota-code {self.code} --desired-value {desired_gib}{where}")
+
+
+# FSx for Lustre User Guide, "Quotas" (quotas you can increase): "Lustre Scratch storage
+# capacity 100800: The maximum amount of storage capacity (in GiB) that you can configure for
+# all Amazon FSx for Lustre scratch file systems in this account", and likewise Persistent_1
+# and Persistent_2; their codes as Service Quotas lists them.
+FSX_STORAGE_QUOTAS: dict[str, FsxStorageQuota] = {
+    "SCRATCH": FsxStorageQuota("L-AD2FC696", "Lustre Scratch storage capacity", 100_800),
+    "PERSISTENT_1": FsxStorageQuota("L-C8640C82", "Lustre Persistent_1 storage capacity",
+                                    100_800),
+    "PERSISTENT_2": FsxStorageQuota("L-8F1B9C74", "Lustre Persistent_2 storage capacity",
+                                    100_800),
+}
+FSX_DEFAULT_STORAGE_QUOTA_GIB = 100_800
+
+
+def fsx_storage_quota(deployment_type: str) -> FsxStorageQuota:
+    """The storage quota a file system of ``deployment_type`` counts against."""
+    return FSX_STORAGE_QUOTAS["SCRATCH" if deployment_type.startswith("SCRATCH")
+                              else deployment_type]
+
+
+def largest_capacity_within(deployment_type: str, limit_gib: int) -> int:
+    """The largest valid storage capacity of ``deployment_type`` not above ``limit_gib``
+    (0 when even the smallest, 1,200 GiB, is above it)."""
+    if limit_gib < 1200:
+        return 0
+    if limit_gib < 2400:
+        return 1200
+    step = capacity_step_gib(deployment_type)
+    return max(2400, limit_gib // step * step)
+
+
 def capacity_step_gib(deployment_type: str) -> int:
     """Above 2400 GiB, capacity grows in steps of 3600 (SCRATCH_1) or 2400 GiB (others,
     PERSISTENT_2 included)."""

@@ -24,7 +24,8 @@ need more fails its first step with a bus error (exit 1, the training code's fai
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
-Which node a job fits, and the p3 sizes moto's EC2 catalog lacks, are :mod:`.instances`'.
+Which node a job fits, the p3 sizes moto's EC2 catalog lacks, and the compute environments
+Batch's AMI cannot launch (p3 and g3 on ECS_AL2023_NVIDIA) are :mod:`.instances`'.
 """
 
 from __future__ import annotations
@@ -438,6 +439,7 @@ def _job_definition_describe(previous: Any) -> Any:
 
 def apply() -> None:
     instances.add_p3_instance_types()
+    instances.refuse_types_the_ami_lacks()
     PATCHES.replace(sys.modules[__name__], "DROPPED_EVENTS", {"count": 0})
     PATCHES.replace(BatchSimpleBackend, "_mark_job_as_finished", _register_without_finishing)
     PATCHES.wrap(BatchResponse, "submitjob", _submitjob)

@@ -93,12 +93,21 @@ class Settings(EnvSettings):
     allow_run_commands: bool = env("ALLOW_RUN_COMMANDS", default=False)
     # The Batch backend the stack trains on: ecs (default) or eks (EksClusterName is set).
     training_backend: str = env("TRAINING_BACKEND", default="ecs")
+    # Whether the ECS compute environment launches an AMI of the stack's own (ImageIdOverride)
+    # instead of Batch's ECS_AL2023_NVIDIA, which does not support p3 and g3 types.
+    training_image_id_overridden: bool = env("TRAINING_IMAGE_ID_OVERRIDDEN", default=False)
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:
         if self.training_instance_types is None:
             return None
         return tuple(t.strip() for t in self.training_instance_types.split(",") if t.strip())
+
+    @property
+    def launches_p3_and_g3(self) -> bool:
+        """Whether the stack's nodes can be p3 or g3 types: on ECS only with an AMI of its own
+        (on EKS, Batch's EKS_AL2023_NVIDIA AMI has no such limit)."""
+        return self.training_image_id_overridden or self.training_backend == "eks"
 
 
 @_settings

@@ -49,7 +49,8 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
     except CommandNotPermitted as refused:
         raise RequestInvalid(refused.problems) from None
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                          settings.node_shared_memory_mib)
+                          settings.node_shared_memory_mib,
+                          launches_p3_and_g3=settings.launches_p3_and_g3)
     planned = plan_run(
         request,
         run=event["run"],
@@ -82,5 +83,6 @@ def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
     checked against this stack, planned on the dataset as it is now."""
     request = parse_request(body, commands=True, sent_as="POST /plans")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                          settings.node_shared_memory_mib)
+                          settings.node_shared_memory_mib,
+                          launches_p3_and_g3=settings.launches_p3_and_g3)
     return dry_run(request, backend=backend_of(settings.training_backend))

@@ -25,8 +25,8 @@ def request(**fields):
 
 def test_the_rate_is_the_catalogs_per_gpu_figure_unless_the_request_states_one():
     demand = read_demand(request(), IMAGENET)
-    assert demand.images_per_s == 20 * 8 * INSTANCE_TYPES["p3.16xlarge"].gpu_images_per_s
-    assert demand.images_per_s_source == "catalog (p3.16xlarge)"
+    assert demand.images_per_s == 20 * 8 * INSTANCE_TYPES["p4d.24xlarge"].gpu_images_per_s
+    assert demand.images_per_s_source == "catalog (p4d.24xlarge)"
     own = read_demand(request(expected_images_per_s_per_gpu=625), IMAGENET)
     assert (own.images_per_s, own.images_per_s_source) == (100_000, "request")
     # ~100,000 images/s of ~110 KB records: ~11 GB/s
@@ -89,7 +89,7 @@ def test_an_explicit_file_system_that_starves_the_job_wins_with_a_warning():
     assert not reads["meets"]
     assert reads["throughput_mb_s"] == pytest.approx(1200 / 1024 * 200, abs=0.1)
     [warning] = reads["warnings"]
-    assert "20,886 MB/s short of the 21,120 MB/s" in warning
+    assert "43,766 MB/s short of the 44,000 MB/s" in warning
     # Reads, not the GPUs, set the epoch's length.
     assert reads["epoch_s"] > reads["compute_epoch_s"]
 
@@ -144,4 +144,4 @@ def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
                                         "fsx": {"storage_capacity_gib": 1200}}}, settings)
     [(message, figures)] = warned
     assert message.startswith("file system starves the job: the file system gives 234 MB/s")
-    assert figures == {"required_mb_s": 21120.0, "throughput_mb_s": 234.4}
+    assert figures == {"required_mb_s": 44000.0, "throughput_mb_s": 234.4}

@@ -65,7 +65,7 @@ BUS_ERROR_AFTER_SECONDS = 90  # the first real step, once the loaders have fille
 MAIN_NODE_EXIT_CODE = 1
 LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
 CAPACITY_NODES = 8  # all the capacity-8-nodes fault lets a job have
-VCPU_LIMIT = 512  # the vcpu-quota fault's account limit (8 × p3.16xlarge)
+VCPU_LIMIT = 512  # the vcpu-quota fault's account limit (5 × p4d.24xlarge)
 
 
 def _ms(moment: datetime) -> int:

@@ -109,7 +109,8 @@ def test_archive_and_limits():
 
 def test_cost_estimate():
     estimate = plan()["estimate"]
-    assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 32.7726, abs=0.01)  # rounded to the cent
+    # rounded to the cent
+    assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 32.7726, abs=0.01)
     assert estimate["max_usd"] > estimate["compute_usd_per_hour"] * 72
 
 

@@ -35,7 +35,7 @@ NODE_TAG = DEFAULTS.get("NodeImageTag", "latest")
 @dataclass
 class Account:
     """The emulated account, made healthy for the project's defaults (20 nodes of up to
-    96 vCPUs, campaigns of 10 × ml.p3.16xlarge in both regions)."""
+    192 vCPUs, campaigns of 10 × ml.p3.16xlarge in both regions)."""
 
     emulator: Emulator
     vpc: str = ""
@@ -43,7 +43,7 @@ class Account:
     default_group: str = ""
 
     def healthy(self) -> Account:
-        ACCOUNT.set_quota("ec2", "Running On-Demand P instances", 20 * 96)
+        ACCOUNT.set_quota("ec2", "Running On-Demand P instances", 20 * 192)
         ACCOUNT.set_quota("sagemaker", "ml.p3.16xlarge for training job usage", 10)
         ACCOUNT.set_quota("lambda", "Concurrent executions", 1000)
         self.client("iam").create_service_linked_role(AWSServiceName="fsx.amazonaws.com")
@@ -144,18 +144,18 @@ def test_a_new_accounts_p_instance_quota_is_a_blocker(account):
     assert result.exit_code == 1
     (blocker,) = lines(result, "BLOCKER")
     assert ("ec2-quota" in blocker and "P instances (on-demand, L-417A185B): 0 vCPUs in "
-            "us-east-1; 20 nodes × p3.16xlarge need 1280" in blocker)
-    assert ("--service-code ec2 --quota-code L-417A185B --desired-value 1920 "
+            "us-east-1; 20 nodes × p4d.24xlarge need 1920" in blocker)
+    assert ("--service-code ec2 --quota-code L-417A185B --desired-value 3840 "
             "--region us-east-1") in blocker
 
 
 def test_a_quota_for_the_smaller_type_only_warns_and_fewer_nodes_pass(account):
     account.healthy()
-    ACCOUNT.set_quota("ec2", "L-417A185B", 1280)
+    ACCOUNT.set_quota("ec2", "L-417A185B", 1920)
     result = account.doctor()
     assert result.exit_code == 0, result.output
     warning = lines(result, "warning")[0]
-    assert "p3dn.24xlarge, p4d.24xlarge need 1920" in warning
+    assert "p5.48xlarge need 3840" in warning
     fewer = account.doctor("--nodes", "10")
     assert fewer.exit_code == 0 and " ec2-quota " not in "".join(lines(fewer, "warning"))
 
@@ -416,7 +416,7 @@ def test_json_and_samconfig_parameter_overrides(account, tmp_path):
     assert report["ok"] is False and report["read_from"][1].endswith("parameter_overrides")
     blockers = [f["message"] for f in report["findings"] if f["status"] == "blocker"]
     assert blockers == [
-        "MaxVcpus is 256; 20 nodes need at least 1280: deploy with MaxVcpus=1280 or more",
+        "MaxVcpus is 256; 20 nodes need at least 1920: deploy with MaxVcpus=1920 or more",
         "VPC vpc-0missing does not exist in us-east-1: deploy with the VpcId of the training "
         "VPC"]
 

@@ -108,7 +108,7 @@ class BatchSetup:
 
 def create_batch(emulator: Emulator, num_nodes: int = 4,
                  environment: Mapping[str, str] | None = None) -> BatchSetup:
-    """A managed EC2 compute environment of p3.16xlarge, a queue and a multinode definition."""
+    """A managed EC2 compute environment of p4d.24xlarge, a queue and a multinode definition."""
     network = create_network(emulator)
     role = create_role(emulator, "batch-service", "batch.amazonaws.com")
     batch = client(emulator, "batch")
@@ -116,7 +116,7 @@ def create_batch(emulator: Emulator, num_nodes: int = 4,
         computeEnvironmentName="training-ce", type="MANAGED", state="ENABLED",
         computeResources={
             "type": "EC2", "minvCpus": 0, "maxvCpus": 1280, "desiredvCpus": 0,
-            "instanceTypes": ["p3.16xlarge"], "subnets": [network.subnet_id],
+            "instanceTypes": ["p4d.24xlarge"], "subnets": [network.subnet_id],
             "securityGroupIds": [network.security_group_id],
             "instanceRole": create_instance_profile(emulator),
         },
@@ -134,7 +134,7 @@ def create_batch(emulator: Emulator, num_nodes: int = 4,
             "nodeRangeProperties": [{
                 "targetNodes": "0:",
                 "container": {
-                    "image": "traingrid-mnp:latest", "vcpus": 64, "memory": 474694,
+                    "image": "traingrid-mnp:latest", "vcpus": 96, "memory": 1120633,
                     "environment": [{"name": k, "value": v} for k, v in env.items()],
                 },
             }],

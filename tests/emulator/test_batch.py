@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from moto.fsx.models import fsx_backends
 
 from traingrid.training.capacity import diagnose
@@ -221,28 +222,73 @@ def test_a_job_with_no_training_time_still_writes_its_outputs(
     assert "runs/r0/model/final.pt" in files
 
 
-def test_p3_instances_can_be_launched_by_a_compute_environment(emulator: Emulator) -> None:
-    setup = create_batch(emulator)
-    client = emulator.client("batch")
-
-    client.create_compute_environment(
-        computeEnvironmentName="warm-pool", type="MANAGED", state="ENABLED",
+def _gpu_environment(emulator: Emulator, setup: BatchSetup, name: str,
+                     instance_types: list[str], **more: Any) -> str:
+    return emulator.client("batch").create_compute_environment(
+        computeEnvironmentName=name, type="MANAGED", state="ENABLED",
         computeResources={
             "type": "EC2", "minvCpus": 0, "maxvCpus": 512, "desiredvCpus": 128,
-            "instanceTypes": ["p3.16xlarge"], "subnets": [setup.network.subnet_id],
+            "instanceTypes": instance_types, "subnets": [setup.network.subnet_id],
             "securityGroupIds": [setup.network.security_group_id],
-            "instanceRole": "training-node",
+            "instanceRole": "training-node", **more,
         },
         serviceRole=setup.role_arn,
-    )
+    )["computeEnvironmentArn"]
+
+
+def test_p3_instances_launch_on_an_ami_of_their_own(emulator: Emulator) -> None:
+    setup = create_batch(emulator)
+    _gpu_environment(emulator, setup, "warm-pool", ["p3.16xlarge"], ec2Configuration=[
+        {"imageType": "ECS_AL2_NVIDIA", "imageIdOverride": "ami-0123456789abcdef0"}])
 
     instances = [i["InstanceType"]
                  for r in emulator.client("ec2").describe_instances()["Reservations"]
                  for i in r["Instances"]]
     # 128 vCPUs of 64-vCPU p3.16xlarge nodes.
     assert instances == ["p3.16xlarge", "p3.16xlarge"]
-    environments = client.describe_compute_environments()["computeEnvironments"]
+    environments = emulator.client("batch").describe_compute_environments()[
+        "computeEnvironments"]
     assert {e["computeEnvironmentName"] for e in environments} == {"training-ce", "warm-pool"}
+
+
+@pytest.mark.parametrize(("instance_types", "configuration"), [
+    (["p3.16xlarge", "p4d.24xlarge"], None),  # Batch's default: ECS_AL2023_NVIDIA
+    (["p3dn.24xlarge"], [{"imageType": "ECS_AL2023_NVIDIA"}]),
+    (["p3dn"], [{"imageType": "ECS_AL2023"}]),  # a family
+])
+def test_batch_refuses_p3_and_g3_on_its_al2023_ami(
+    emulator: Emulator, instance_types: list[str], configuration: list | None,
+) -> None:
+    """Batch API Reference, Ec2Configuration.imageType: "ECS_AL2023_NVIDIA doesn't support p3
+    and g3 instance types"; it is the default for GPU types when no AMI is named."""
+    setup = create_batch(emulator)
+    more = {"ec2Configuration": configuration} if configuration else {}
+    with pytest.raises(ClientError) as refused:
+        _gpu_environment(emulator, setup, "old-gpus", instance_types, **more)
+
+    error = refused.value.response["Error"]
+    assert error["Code"] == "ClientException"
+    assert "doesn't support p3 and g3 instance types" in error["Message"]
+    assert "imageIdOverride" in error["Message"]
+    assert "p4d" not in error["Message"]
+    names = {e["computeEnvironmentName"] for e in emulator.client("batch")
+             .describe_compute_environments()["computeEnvironments"]}
+    assert names == {"training-ce"}
+
+
+def test_an_update_to_p3_on_batchs_ami_is_refused(emulator: Emulator) -> None:
+    setup = create_batch(emulator)
+    batch = emulator.client("batch")
+    with pytest.raises(ClientError, match="doesn't support p3 and g3"):
+        batch.update_compute_environment(computeEnvironment=setup.compute_environment_arn,
+                                         computeResources={"instanceTypes": ["p3.8xlarge"]})
+    # With an AMI of its own, and for types the AMI supports, the update goes through.
+    batch.update_compute_environment(
+        computeEnvironment=setup.compute_environment_arn,
+        computeResources={"instanceTypes": ["p3.8xlarge"], "ec2Configuration": [
+            {"imageType": "ECS_AL2023_NVIDIA", "imageIdOverride": "ami-0123456789abcdef0"}]})
+    batch.update_compute_environment(computeEnvironment=setup.compute_environment_arn,
+                                     computeResources={"instanceTypes": ["p5.48xlarge"]})
 
 
 # --- state-change events --------------------------------------------------------------------

@@ -45,7 +45,7 @@ def _compute_environment(network: Network, profile: str, **properties: Any) -> d
             "Type": "MANAGED",
             "ComputeResources": {
                 "Type": "EC2", "MinvCpus": 0, "DesiredvCpus": 0, "MaxvCpus": 1280,
-                "InstanceTypes": ["p3.16xlarge"], "Subnets": [network.subnet_id],
+                "InstanceTypes": ["p4d.24xlarge"], "Subnets": [network.subnet_id],
                 "SecurityGroupIds": [network.security_group_id], "InstanceRole": profile,
             },
             **properties,
@@ -56,7 +56,7 @@ def _compute_environment(network: Network, profile: str, **properties: Any) -> d
 PARAMETERS_TEMPLATE = {
     "Parameters": {
         "InstanceTypes": {"Type": "CommaDelimitedList",
-                          "Default": "p3.16xlarge,p3dn.24xlarge,p4d.24xlarge"},
+                          "Default": "p4d.24xlarge,p5.48xlarge,g5.48xlarge"},
         "NoTags": {"Type": "CommaDelimitedList", "Default": ""},
         # Defaults written as text, as YAML templates often do.
         "MaxVcpus": {"Type": "Number", "Default": "1280"},
@@ -82,8 +82,8 @@ PARAMETERS_TEMPLATE = {
 def test_a_comma_delimited_list_default_is_a_list(emulator: Emulator) -> None:
     outputs = _create_stack(emulator, "params", PARAMETERS_TEMPLATE)
 
-    assert outputs["Joined"] == "p3.16xlarge|p3dn.24xlarge|p4d.24xlarge"
-    assert outputs["Second"] == "p3dn.24xlarge"
+    assert outputs["Joined"] == "p4d.24xlarge|p5.48xlarge|g5.48xlarge"
+    assert outputs["Second"] == "p5.48xlarge"
     assert outputs["NoTags"] == ""
 
 
@@ -118,7 +118,7 @@ def test_parameter_defaults_feed_a_resource(emulator: Emulator) -> None:
         "computeEnvironments"]
     resources = environment["computeResources"]
     assert resources["maxvCpus"] == 1280
-    assert resources["instanceTypes"] == ["p3.16xlarge", "p3dn.24xlarge", "p4d.24xlarge"]
+    assert resources["instanceTypes"] == ["p4d.24xlarge", "p5.48xlarge", "g5.48xlarge"]
 
 
 def test_a_layer_refs_to_its_arn_and_the_function_keeps_its_layers(emulator: Emulator) -> None:

@@ -122,11 +122,24 @@ def test_a_dataset_outside_the_data_bucket_is_forbidden_and_says_which_bucket(cl
 
 def test_an_instance_type_the_compute_environment_does_not_launch_is_400_listing_those_it_does(
         client):
-    answer = client.request("POST", "/runs", {"dataset": DATASET, "instance_type": "p3.8xlarge"})
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "instance_type": "g5.48xlarge"})
     assert answer.status == 400, answer.body
     assert pointers(answer) == ["/instance_type"]
-    assert ("launches only p3.16xlarge, p3dn.24xlarge, p4d.24xlarge; p3.8xlarge"
+    assert ("launches only p4d.24xlarge, p5.48xlarge; g5.48xlarge"
             in answer.body["problems"][0]["message"])
+
+
+def test_a_p3_type_is_400_saying_batchs_ami_cannot_launch_it_with_every_other_reason(client):
+    """The stack names no AMI (ImageIdOverride): Batch's ECS_AL2023_NVIDIA "doesn't support p3
+    and g3 instance types" (Batch API Reference, Ec2Configuration.imageType)."""
+    answer = client.request("POST", "/runs", {"dataset": DATASET, "instance_type": "p3.8xlarge"})
+    assert answer.status == 400, answer.body
+    messages = [p["message"] for p in answer.body["problems"]]
+    assert pointers(answer) == ["/instance_type", "/instance_type"]
+    assert "launches only p4d.24xlarge, p5.48xlarge; p3.8xlarge" in messages[0]
+    assert ("AWS Batch starts its GPU nodes on the ECS_AL2023_NVIDIA AMI, which does not "
+            "support p3 and g3 instance types" in messages[1])
+    assert "ImageIdOverride=<an AMI that supports p3.8xlarge>" in messages[1]
 
 
 def test_post_runs_refuses_a_command_naming_the_route_that_takes_one(client):

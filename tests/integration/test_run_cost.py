@@ -40,7 +40,7 @@ def test_a_lost_nodes_attempt_is_on_the_runs_receipt(run_scenario):
                               jobStatus="SUCCEEDED")["jobSummaryList"]
     (second,) = batch.describe_jobs(jobs=[done["jobId"]])["jobs"]
     second_s = (second["stoppedAt"] - second["startedAt"]) // 1000
-    price = INSTANCE_TYPES["p3.16xlarge"].usd_per_hour
+    price = INSTANCE_TYPES["p4d.24xlarge"].usd_per_hour
     compute = [line for line in cost["lines"] if line["part"] == "compute"]
     # The failed first attempt's 20 minutes on 20 nodes count, then the second job's time.
     assert [line["quantity"] for line in compute] == [round(20 * 1200 / 3600, 6),

@@ -216,7 +216,7 @@ def test_job_stuck_in_runnable_is_terminated_with_a_diagnosis(run_scenario):
     assert (execution["status"], execution["error"]) == ("FAILED", "TrainingJobStuck")
     queue = outcome.stack.outputs["TrainingJobQueueArn"]
     # The queue's own name (CloudFormation's `TrainingJobQueue-<random>`), as Batch says it.
-    assert f"No capacity for 20 × p3.16xlarge in job queue {queue.rsplit('/', 1)[1]}:" in (
+    assert f"No capacity for 20 × p4d.24xlarge in job queue {queue.rsplit('/', 1)[1]}:" in (
         execution["cause"])
     batch = outcome.emulator.client("batch")
     (job,) = batch.list_jobs(jobQueue=queue, jobStatus="FAILED")["jobSummaryList"]
@@ -224,7 +224,7 @@ def test_job_stuck_in_runnable_is_terminated_with_a_diagnosis(run_scenario):
     # AWS's own message names the type; the run decided in minutes, not at the 30-min limit.
     assert "AWS reports InsufficientInstanceCapacity (scaling activity of Auto Scaling group " \
            "TrainingComputeEnvironment" in execution["cause"]
-    assert "We currently do not have sufficient p3.16xlarge capacity" in execution["cause"]
+    assert "We currently do not have sufficient p4d.24xlarge capacity" in execution["cause"]
     assert decided_within_minutes(batch, job) <= 5
     assert outcome.report["leaked_resources"] == [] and no_file_systems(outcome)
 
@@ -281,8 +281,8 @@ def test_what_the_stack_cannot_run_is_rejected_with_every_reason(run_scenario):
     problems = {p["pointer"]: p["message"] for p in rejected["problems"]}
     assert f"s3://{DEMO_BUCKET}/ only" in problems["/dataset"]
     assert problems["/instance_type"].startswith(
-        "this stack's compute environment launches only p3.16xlarge, p3dn.24xlarge, "
-        "p4d.24xlarge; g5.48xlarge")
+        "this stack's compute environment launches only p4d.24xlarge, p5.48xlarge; "
+        "g5.48xlarge")
     assert no_file_systems(outcome)
 
 

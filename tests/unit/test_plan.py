@@ -40,7 +40,7 @@ def test_capacity_rounds_up_to_a_valid_increment(deployment, needed, expected):
 def test_reference_plan_has_160_gpus_and_the_seed_environment():
     result = plan()
     job = result["job"]
-    assert (job["nodes"], job["instance_type"], job["gpus_per_node"]) == (20, "p3.16xlarge", 8)
+    assert (job["nodes"], job["instance_type"], job["gpus_per_node"]) == (20, "p4d.24xlarge", 8)
     assert job["mpi_gpus"] == 160
     env = job["environment"]
     assert env["MPI_GPUS"] == "160"
@@ -109,7 +109,8 @@ def test_archive_and_limits():
 
 def test_cost_estimate():
     estimate = plan()["estimate"]
-    assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 24.48)
+    # rounded to the cent
+    assert estimate["compute_usd_per_hour"] == pytest.approx(20 * 32.7726, abs=0.01)
     assert estimate["max_usd"] > estimate["compute_usd_per_hour"] * 72
 
 

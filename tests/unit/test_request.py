@@ -12,7 +12,7 @@ from traingrid.validation import parse
 
 def test_defaults_are_the_reference_workload():
     request = parse(TrainingRunRequest, {"dataset": "s3://data-bucket/imagenet/resized"})
-    assert (request.nodes, request.instance_type) == (20, "p3.16xlarge")
+    assert (request.nodes, request.instance_type) == (20, "p4d.24xlarge")
     assert (request.batch_size, request.epochs, request.warmup_epochs) == (256, 90, None)
     assert request.lr_decay_mode == "poly"
     assert request.extra_mpi_params == DEFAULT_EXTRA_MPI_PARAMS

@@ -87,7 +87,7 @@ def test_the_api_answers_400_for_a_batch_its_stack_cannot_hold() -> None:
     from traingrid_local.emulator.deploy import stand_in_environment
 
     settings = ApiSettings.from_env(stand_in_environment() | {
-        "DATA_BUCKET": "data", "TRAINING_INSTANCE_TYPES": "p3.16xlarge,p4d.24xlarge"})
+        "DATA_BUCKET": "data", "TRAINING_INSTANCE_TYPES": "p4d.24xlarge,p5.48xlarge"})
     assert settings.node_shared_memory_mib == 12288
     body = {"dataset": f"s3://{settings.data_bucket}/imagenet/", "batch_size": 1024}
     with pytest.raises(RequestInvalid) as refused:

@@ -26,8 +26,8 @@ def request(**fields):
 
 def test_the_rate_is_the_catalogs_per_gpu_figure_unless_the_request_states_one():
     demand = read_demand(request(), IMAGENET)
-    assert demand.images_per_s == 20 * 8 * INSTANCE_TYPES["p3.16xlarge"].gpu_images_per_s
-    assert demand.images_per_s_source == "catalog (p3.16xlarge)"
+    assert demand.images_per_s == 20 * 8 * INSTANCE_TYPES["p4d.24xlarge"].gpu_images_per_s
+    assert demand.images_per_s_source == "catalog (p4d.24xlarge)"
     own = read_demand(request(expected_images_per_s_per_gpu=625), IMAGENET)
     assert (own.images_per_s, own.images_per_s_source) == (100_000, "request")
     # ~100,000 images/s of ~110 KB records: ~11 GB/s
@@ -92,7 +92,7 @@ def test_an_explicit_file_system_that_starves_the_job_wins_with_a_warning():
     assert not reads["meets"]
     assert reads["throughput_mb_s"] == pytest.approx(1200 / 1024 * 200, abs=0.1)
     [warning] = reads["warnings"]
-    assert "20,886 MB/s short of the 21,120 MB/s" in warning
+    assert "43,766 MB/s short of the 44,000 MB/s" in warning
     # Reads, not the GPUs, set the epoch's length.
     assert reads["epoch_s"] > reads["compute_epoch_s"]
 
@@ -148,12 +148,12 @@ def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
                                         "fsx": {"storage_capacity_gib": 1200}}}, settings)
     [(message, figures)] = warned
     assert message.startswith("file system starves the job: the file system gives 234 MB/s")
-    assert figures == {"required_mb_s": 21120.0, "throughput_mb_s": 234.4}
+    assert figures == {"required_mb_s": 44000.0, "throughput_mb_s": 234.4}
 
 
 def test_the_file_system_stays_within_the_accounts_fsx_quota_and_names_the_increase():
     # 160 V100s read 21,120 MB/s: 110,400 GiB of SCRATCH_2, above the default quota.
-    sizing = size_file_system(request(), IMAGENET)
+    sizing = size_file_system(request(instance_type="p3.16xlarge"), IMAGENET)
 
     assert sizing.choice.capacity_gib == 100_800  # the largest SCRATCH_2 within 100,800
     assert not sizing.meets
@@ -164,7 +164,8 @@ def test_the_file_system_stays_within_the_accounts_fsx_quota_and_names_the_incre
     assert ("aws service-quotas request-service-quota-increase --service-code fsx "
             "--quota-code L-AD2FC696 --desired-value 110400") in quota
     # A lower applied value lowers the file system with it.
-    assert size_file_system(request(), IMAGENET, 50_000).choice.capacity_gib == 48_000
+    assert size_file_system(request(instance_type="p3.16xlarge"), IMAGENET,
+                            50_000).choice.capacity_gib == 48_000
 
 
 def test_the_plan_step_sizes_within_the_stacks_fsx_quota(monkeypatch):
@@ -176,7 +177,8 @@ def test_the_plan_step_sizes_within_the_stacks_fsx_quota(monkeypatch):
     planned = plan_step.plan(event, settings)
 
     assert planned["file_system"]["storage_capacity_gib"] == 24_000
-    assert any("--desired-value 110400" in w for w in planned["reads"]["warnings"])
+    # 20 p4d.24xlarge (the default) read 44,000 MB/s: 225,600 GiB of SCRATCH_2.
+    assert any("--desired-value 225600" in w for w in planned["reads"]["warnings"])
 
 
 def test_a_file_system_the_dataset_needs_beyond_the_quota_says_fsx_will_refuse_it():

@@ -76,7 +76,7 @@ SCENARIOS: dict[str, Scenario] = {
     "vcpu-quota": Scenario(
         frozenset({"vcpu-quota"}), {"training": "SUCCEEDED"},
         request={"nodes": 20, "min_nodes": 4},
-        description="the account's vCPU limit (512) holds 8 p3.16xlarge: a run of 20 is told "
+        description="the account's vCPU limit (512) holds 5 p4d.24xlarge: a run of 20 is told "
                     "VcpuLimitExceeded within minutes, shrinks to 10, then 5, and trains on 5"),
     "export-failed": Scenario(frozenset({"export-failed"}), {"training": "FAILED"}),
     "lost-events": Scenario(frozenset({"lost-events"}), {"training": "SUCCEEDED"}),

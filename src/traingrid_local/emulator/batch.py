@@ -24,7 +24,8 @@ need more fails its first step with a bus error (exit 1, the training code's fai
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
-Which node a job fits, and the p3 sizes moto's EC2 catalog lacks, are :mod:`.instances`'.
+Which node a job fits, the p3 sizes moto's EC2 catalog lacks, and the compute environments
+Batch's AMI cannot launch (p3 and g3 on ECS_AL2023_NVIDIA) are :mod:`.instances`'.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ BUS_ERROR_AFTER_SECONDS = 90  # the first real step, once the loaders have fille
 MAIN_NODE_EXIT_CODE = 1
 LOST_INSTANCE = "i-0d1e2a3d4b5e6e7f8"
 CAPACITY_NODES = 8  # all the capacity-8-nodes fault lets a job have
-VCPU_LIMIT = 512  # the vcpu-quota fault's account limit (8 × p3.16xlarge)
+VCPU_LIMIT = 512  # the vcpu-quota fault's account limit (5 × p4d.24xlarge)
 
 
 def _ms(moment: datetime) -> int:
@@ -438,6 +439,7 @@ def _job_definition_describe(previous: Any) -> Any:
 
 def apply() -> None:
     instances.add_p3_instance_types()
+    instances.refuse_types_the_ami_lacks()
     PATCHES.replace(sys.modules[__name__], "DROPPED_EVENTS", {"count": 0})
     PATCHES.replace(BatchSimpleBackend, "_mark_job_as_finished", _register_without_finishing)
     PATCHES.wrap(BatchResponse, "submitjob", _submitjob)

@@ -23,7 +23,12 @@ from moto.fsx.models import fsx_backends
 
 from traingrid.training.archive import OUTPUT_INDEX
 from traingrid.training.attempts import newest_checkpoint
-from traingrid.vocabulary.catalog import loader_shared_memory_mib
+from traingrid.vocabulary.catalog import (
+    GPU_IMAGES_PER_S,
+    INSTANCE_TYPES,
+    NETWORK_GBPS,
+    loader_shared_memory_mib,
+)
 from traingrid_local.emulator import fault_injection, fsx
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
@@ -43,8 +48,12 @@ CHECKPOINT_BYTES = 16 * 1024
 DOCKER_SHM_MIB = 64
 # The pre-flight check's figures: the trainer's synthetic-data rate a rank, its all-reduce bus
 # bandwidth and reads; under ``slow-node`` one GPU of one node runs at a fifth of the rest.
+# A node's ranks train at the seeds' share of their GPU's published rate (625 of a V100's
+# 1,200), and the all-reduce reaches 93% of its network (2.9 GB/s of p3.16xlarge's 25 Gbit/s).
 PREFLIGHT_SECONDS = 150
 PREFLIGHT_BUS_GB_S = 2.9
+SEED_GPU_SHARE = IMAGES_PER_SECOND_PER_GPU / GPU_IMAGES_PER_S["V100"]
+SEED_BUS_SHARE = PREFLIGHT_BUS_GB_S / (NETWORK_GBPS["p3.16xlarge"] / 8)
 PREFLIGHT_READ_MB_S = 180.0
 SLOW_SHARE = 0.2
 NODE_ADDRESSES = "10.20.0.{}"  # the job's subnet; node i is .{10 + i}
@@ -91,19 +100,24 @@ def preflight_document(env: dict[str, str], num_nodes: int, *,
     per_node = max(_number(env, "MPI_GPUS", nodes) // nodes, 1)
     thresholds = Thresholds.from_env(env)
     slow_rank = nodes // 2 * per_node if slow else None
+    instance = INSTANCE_TYPES.get(thresholds.instance_type)
+    gpu_rate = (instance.gpu_images_per_s * SEED_GPU_SHARE if instance
+                else IMAGES_PER_SECOND_PER_GPU)
+    bus_gb_s = (round(NETWORK_GBPS[instance.name] / 8 * SEED_BUS_SHARE, 1) if instance
+                else PREFLIGHT_BUS_GB_S)
     ranks = []
     for rank in range(nodes * per_node):
-        rate = IMAGES_PER_SECOND_PER_GPU * (1 + (rank % 7 - 3) / 100)
+        rate = gpu_rate * (1 + (rank % 7 - 3) / 100)
         ranks.append({"rank": rank, "address": NODE_ADDRESSES.format(10 + rank // per_node),
                       "host": f"ip-10-20-0-{10 + rank // per_node}",
                       "images_per_s": round(rate * (SLOW_SHARE if rank == slow_rank else 1), 1),
                       "read_mb_s": PREFLIGHT_READ_MB_S, "read_mb": thresholds.read_mb})
-    problems = verdict(ranks, PREFLIGHT_BUS_GB_S, thresholds)
+    problems = verdict(ranks, bus_gb_s, thresholds)
     return {"passed": not problems,
             "cause": "pre-flight check failed: " + "; ".join(problems) if problems else None,
             "problems": problems, "notes": [], "world_size": len(ranks),
             "batch_size": _number(env, "BATCH_SIZE", 256), "image_size": 224,
-            "allreduce_bus_gb_s": PREFLIGHT_BUS_GB_S, "allreduce_mib": thresholds.allreduce_mib,
+            "allreduce_bus_gb_s": bus_gb_s, "allreduce_mib": thresholds.allreduce_mib,
             "ranks": ranks, "thresholds": asdict(thresholds), "seconds": PREFLIGHT_SECONDS}
 
 

@@ -96,12 +96,21 @@ class Settings(EnvSettings):
     # FsxStorageQuotaGiB: the account's FSx for Lustre storage quota a run's file system is
     # sized within (AWS's default unless the stack names the applied value).
     fsx_storage_quota_gib: int = env("FSX_STORAGE_QUOTA_GIB", default=100_800, ge=1200)
+    # Whether the ECS compute environment launches an AMI of the stack's own (ImageIdOverride)
+    # instead of Batch's ECS_AL2023_NVIDIA, which does not support p3 and g3 types.
+    training_image_id_overridden: bool = env("TRAINING_IMAGE_ID_OVERRIDDEN", default=False)
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:
         if self.training_instance_types is None:
             return None
         return tuple(t.strip() for t in self.training_instance_types.split(",") if t.strip())
+
+    @property
+    def launches_p3_and_g3(self) -> bool:
+        """Whether the stack's nodes can be p3 or g3 types: on ECS only with an AMI of its own
+        (on EKS, Batch's EKS_AL2023_NVIDIA AMI has no such limit)."""
+        return self.training_image_id_overridden or self.training_backend == "eks"
 
 
 @_settings

@@ -62,7 +62,8 @@ def training_submission(body: Any, settings: ApiSettings, now: datetime,
     request = parse_request(body, commands=command_route and settings.allow_run_commands,
                             sent_as=COMMAND_ROUTE if command_route else "POST /runs")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                          settings.node_shared_memory_mib)
+                          settings.node_shared_memory_mib,
+                          launches_p3_and_g3=settings.launches_p3_and_g3)
     fields = request.model_dump(mode="json", exclude_none=True)
     name = request.name or derived_name(dataset_subject(request.bucket, request.prefix),
                                         fields, now, idempotency_key)

@@ -50,7 +50,8 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
     except CommandNotPermitted as refused:
         raise RequestInvalid(refused.problems) from None
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                          settings.node_shared_memory_mib)
+                          settings.node_shared_memory_mib,
+                          launches_p3_and_g3=settings.launches_p3_and_g3)
     planned = plan_run(
         request,
         run=event["run"],
@@ -86,6 +87,7 @@ def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
     checked against this stack, planned on the dataset as it is now."""
     request = parse_request(body, commands=True, sent_as="POST /plans")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                          settings.node_shared_memory_mib)
+                          settings.node_shared_memory_mib,
+                          launches_p3_and_g3=settings.launches_p3_and_g3)
     return dry_run(request, backend=backend_of(settings.training_backend),
                    fsx_quota_gib=settings.fsx_storage_quota_gib)

@@ -22,13 +22,16 @@ from pydantic import (
 from traingrid.errors import CommandNotPermitted, DatasetNotPermitted, RequestInvalid
 from traingrid.validation import MAX_KEYS, at_most, parse
 from traingrid.vocabulary.catalog import (
+    AL2023_NVIDIA_UNSUPPORTED_FAMILIES,
+    DEFAULT_INSTANCE_TYPE,
     INSTANCE_TYPES,
     PERSISTENT_1_PER_UNIT_MB_S,
     DeploymentType,
     loader_shared_memory_mib,
+    needs_own_ami,
 )
 
-# The seed's NCCL settings for 20 × p3.16xlarge: only what the trainer's NCCL reads (its
+# The seed's NCCL settings (its 20 × p3.16xlarge): only what the trainer's NCCL reads (its
 # HOROVOD_* settings are gone, nothing reads them; a request may still set them for a command
 # of its own that runs Horovod).
 DEFAULT_EXTRA_MPI_PARAMS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
@@ -193,10 +196,11 @@ class TrainingRunRequest(_Strict):
         "infrastructure failure such as a lost node (on the same nodes, resuming from the "
         "newest checkpoint). A failure of the training command itself is never retried.")
     instance_type: Literal[tuple(INSTANCE_TYPES)] = Field(  # type: ignore[valid-type]
-        default="p3.16xlarge",
+        default=DEFAULT_INSTANCE_TYPE,
         description="EC2 instance type of every node; it must also be one of the stack's "
-        "TrainingInstanceTypes (by default p3.16xlarge, p3dn.24xlarge, p4d.24xlarge): another "
-        "is refused (the API answers 400 listing them).",
+        "TrainingInstanceTypes (by default p4d.24xlarge, p5.48xlarge): another is refused "
+        "(the API answers 400 listing them). p3 and g3 types train only on a stack deployed "
+        "with ImageIdOverride (Batch's ECS_AL2023_NVIDIA AMI does not support them).",
     )
     batch_size: JsonInteger = Field(default=256, ge=1, le=65_536, description="Images per GPU.")
     expected_images_per_s_per_gpu: Annotated[
@@ -288,13 +292,15 @@ class TrainingRunRequest(_Strict):
 
 def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
                           instance_types: Sequence[str] | None,
-                          shared_memory_mib: int | None = None) -> None:
+                          shared_memory_mib: int | None = None, *,
+                          launches_p3_and_g3: bool = True) -> None:
     """What this stack can run: datasets in its own data bucket only (else
     ``DatasetNotPermitted``, the API's 403), on the instance types its compute environment
-    may launch (``instance_types``; None allows the whole catalog), with the image's trainer
-    only batches its data loaders can pass through the containers' /dev/shm
-    (``shared_memory_mib``, the stack's NodeSharedMemoryMiB; None: not checked). Every
-    problem at once."""
+    may launch (``instance_types``; None allows the whole catalog) and its AMI supports (p3
+    and g3 only where ``launches_p3_and_g3``: the stack names its own AMI, ImageIdOverride, or
+    trains on EKS), with the image's trainer only batches its data loaders can pass through the
+    containers' /dev/shm (``shared_memory_mib``, the stack's NodeSharedMemoryMiB; None: not
+    checked). Every problem at once."""
     problems = []
     if instance_types is not None and request.instance_type not in instance_types:
         problems.append({
@@ -302,6 +308,16 @@ def require_runnable_here(request: TrainingRunRequest, data_bucket: str,
             "message": f"this stack's compute environment launches only "
                        f"{', '.join(instance_types)}; {request.instance_type} would wait for "
                        f"capacity that never comes",
+        })
+    if not launches_p3_and_g3 and needs_own_ami(request.instance_type):
+        families = " and ".join(AL2023_NVIDIA_UNSUPPORTED_FAMILIES)
+        problems.append({
+            "pointer": "/instance_type",
+            "message": f"{request.instance_type} cannot launch on this stack: AWS Batch "
+                       f"starts its GPU nodes on the ECS_AL2023_NVIDIA AMI, which does not "
+                       f"support {families} instance types; choose another type (such as "
+                       f"{DEFAULT_INSTANCE_TYPE}) or deploy the stack with "
+                       f"ImageIdOverride=<an AMI that supports {request.instance_type}>",
         })
     uses_trainer = request.command is None or "traingrid_trainer" in request.command
     needed = loader_shared_memory_mib(INSTANCE_TYPES[request.instance_type].gpus,

@@ -66,7 +66,8 @@ def start_from_upload(
         manifest = read_manifest(bucket, key, version_id)
         request = request_from_manifest(manifest.document, bucket, key)
         require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
-                              settings.node_shared_memory_mib)
+                              settings.node_shared_memory_mib,
+                              launches_p3_and_g3=settings.launches_p3_and_g3)
     except RequestInvalid as invalid:
         logger.warning("manifest rejected; nothing started", extra={
             "bucket": bucket, "key": key, "problems": invalid.problems})

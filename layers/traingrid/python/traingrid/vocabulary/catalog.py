@@ -53,6 +53,26 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     )
 }
 
+# The type a request trains on unless it names one: its nodes launch on the AMI AWS Batch
+# chooses by default (ECS_AL2023_NVIDIA), which p3 and g3 types do not (below).
+DEFAULT_INSTANCE_TYPE = "p4d.24xlarge"
+
+# AWS Batch's ECS compute environments launch GPU types on ECS_AL2023_NVIDIA unless an AMI is
+# named (Ec2Configuration.imageIdOverride): "ECS_AL2023_NVIDIA doesn't support p3 and g3
+# instance types" (AWS Batch API Reference, Ec2Configuration.imageType). Since 2026-01-12 it is
+# the default of new ECS compute environments, and since 2026-06-30 Batch creates none on its
+# Amazon Linux 2 AMIs. A family is the name before the size (p3dn of p3dn.24xlarge).
+AL2023_NVIDIA_UNSUPPORTED_FAMILIES = ("p3", "g3")
+
+
+def needs_own_ami(instance_type: str) -> bool:
+    """Whether Batch's ECS_AL2023_NVIDIA AMI cannot launch ``instance_type`` (a type, such as
+    p3.16xlarge, or a family, such as p3): a compute environment of it needs an AMI of its
+    own."""
+    family = instance_type.split(".", 1)[0]
+    return family.startswith(AL2023_NVIDIA_UNSUPPORTED_FAMILIES)
+
+
 # The trainer's pre-flight check (traingrid_trainer/preflight.py): before the long run every
 # rank measures its training rate on synthetic data, the all-reduce bus bandwidth across all
 # ranks and its reads. A rank below PREFLIGHT_MIN_SHARE of the median of the others fails the

@@ -29,9 +29,14 @@ def test_a_stack_of_p3_types_on_batchs_ami_does_not_deploy(tmp_path):
 def test_a_stack_with_its_own_ami_trains_on_p3(emulated):
     emulator, deployment = emulated("happy", parameters=P3_TYPES | OWN_AMI)
     batch = emulator.client("batch")
-    (environment,) = batch.describe_compute_environments()["computeEnvironments"]
-    assert environment["computeResources"]["ec2Configuration"] == [
-        {"imageType": "ECS_AL2_NVIDIA", "imageIdOverride": "ami-0123456789abcdef0"}]
+    # p3.16xlarge (no EFA) and p4d.24xlarge (EFA) are in environments of their own: both
+    # launch the stack's AMI.
+    environments = batch.describe_compute_environments()["computeEnvironments"]
+    assert sorted(t for e in environments for t in e["computeResources"]["instanceTypes"]) == [
+        "p3.16xlarge", "p4d.24xlarge"]
+    for environment in environments:
+        assert environment["computeResources"]["ec2Configuration"] == [
+            {"imageType": "ECS_AL2_NVIDIA", "imageIdOverride": "ami-0123456789abcdef0"}]
 
     upload_sample_dataset(emulator)
     body = json.loads(manifest_body(SCENARIOS["happy"], None))

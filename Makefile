@@ -110,13 +110,14 @@ demo: install
 	$(BIN)/traingrid demo
 
 # make test's stages, each timed (tools/stages.py prints the times at its end): Debian's
-# packages (apt runs one at a time), every venv side by side, the trainer's tests and the
-# namespace smoke (mostly waiting on their processes) beside the static checks and the
-# notebook, then the suite on every core.
+# packages (apt runs one at a time), every venv side by side, then three lanes at once: the
+# trainer's tests and the namespace smoke (mostly waiting on their processes), the static
+# checks and the notebook (one core), and the suite (a worker per core, often waiting on
+# simulated clocks). Their rigs' namespaces are named for their processes: they never meet.
 test:
 	@$(PYTHON) tools/stages.py "openmpi sshd chromium" "-j4 venvs" \
 		"trainer-test ; mpi-smoke NODES=2 & lint ; typecheck ; template-check ; \
-		security-check ; notebook-check" suite
+		security-check ; notebook-check & suite"
 
 venvs: install $(TRAINER_VENV)/.installed $(SAM_VENV)/.installed \
 	$(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION) $(NOTEBOOK_VENV)/.installed

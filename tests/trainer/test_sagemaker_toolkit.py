@@ -12,7 +12,6 @@ ssh, the status file it hands the workers at the end."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -236,19 +235,15 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Job]]:
         "horovod": (ROOT / "examples" / "horovod_world.py", {"num_epochs": 1}),
     }
     # Mount points: each host's own ssh folder, and the rigs' (made here once, not by three
-    # rigs at the same time); sshd's privilege separation folder, as the image has it.
-    made = [d for d in (SSH_HOME, RUN_DIR, PRIVILEGE_SEPARATION_DIR) if not d.exists()]
-    for folder in made:
+    # rigs at the same time); sshd's privilege separation folder, as the image has it. They
+    # stay, as on a machine whose sshd ran: make test runs other rigs beside this one, and a
+    # folder removed under a rig's mount would detach it there.
+    for folder in (SSH_HOME, RUN_DIR, PRIVILEGE_SEPARATION_DIR):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        with ThreadPoolExecutor(len(specs)) as pool:
-            futures = {key: pool.submit(run_job, key, work / key, script, hp,
-                                        data) for key, (script, hp) in specs.items()}
-            done = {key: future.result() for key, future in futures.items()}
-    finally:
-        for folder in made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+    with ThreadPoolExecutor(len(specs)) as pool:
+        futures = {key: pool.submit(run_job, key, work / key, script, hp,
+                                    data) for key, (script, hp) in specs.items()}
+        done = {key: future.result() for key, future in futures.items()}
     yield done
 
 

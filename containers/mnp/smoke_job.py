@@ -5,7 +5,9 @@ Runs in the project's venv (it plans with the runtime package and reads template
 - the job definition's ``Environment`` (template.yaml, ``TrainingJobDefinition``), then the
   overrides the state machine's ``SubmitTrainingJob`` state passes, each resolved against the
   plan of a small request (``training.plan.plan_run``), as Batch merges them; overrides that
-  come from the file system (``FSX_*``) are left out and named: the rig has no Lustre;
+  come from the file system (``FSX_*``) are left out and named: the rig has no Lustre; and
+  the rig has no EFA devices, so its nodes are told so (``TRAINGRID_EFA_DEVICES=0``, as on a
+  type without EFA: the fabric is TCP), whatever the planned type has;
 - the command (``$.plan.job.command``);
 - the container's ``/dev/shm`` in MiB: the job definition's ``LinuxParameters.
   SharedMemorySize``, the template parameter ``NodeSharedMemoryMiB``'s default.
@@ -30,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB_DEFINITION = "TrainingJobDefinition"
 SUBMIT_STATE = "SubmitTrainingJob"
 SHM_PARAMETER = "NodeSharedMemoryMiB"
+# The rig's nodes are veth pairs in namespaces: no /dev/infiniband (the default types have EFA).
+RIG_FABRIC = {"TRAINGRID_EFA_DEVICES": "0", "TRAINGRID_EFA_RDMA": "0"}
 
 
 def container(template: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +91,7 @@ def job(nodes: int) -> dict[str, Any]:
     environment = {e["Name"]: str(e["Value"]) for e in properties.get("Environment", [])}
     overrides, left_out, command = submitted_overrides(dict(plan))
     environment.update(overrides)
+    environment.update(RIG_FABRIC)
     return {
         "environment": environment,
         "left_out": left_out,

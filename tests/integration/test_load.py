@@ -16,6 +16,7 @@ import pytest
 
 from traingrid_local.demo.runner import wait_for_runs
 from traingrid_local.emulator import throttling
+from traingrid_local.emulator.account import ACCOUNT
 from traingrid_local.emulator.session import ACCOUNT_ID
 from traingrid_local.stack import report
 from traingrid_local.stack.environment import DEMO_BUCKET
@@ -29,6 +30,7 @@ DATASET = "load/data/"
 # Fast enough that 51 runs of a simulated hour and more end in seconds; the clock stands still
 # while any execution or function works, so every state still sees its own simulated time.
 SPEED = 20_000.0
+LOAD_FSX_QUOTA_GIB = 10_000_000
 SUBMIT_LIMIT = throttling.ACCOUNT_RATE_LIMITS["batch:submitjob"]
 
 
@@ -69,6 +71,8 @@ def upload_at_once(emulator, uploads: list[tuple[str, bytes]]) -> None:
 def test_100_uploads_start_51_runs_that_all_succeed_within_batchs_submit_limit(emulated):
     started = time.monotonic()
     emulator, deployment = emulated("happy", speed=SPEED)
+    # 51 file systems at once: more than FSx's default storage quota holds (test_fsx_quota).
+    ACCOUNT.raise_fsx_storage(LOAD_FSX_QUOTA_GIB)
     s3 = emulator.client("s3")
     dataset = upload_dataset(s3)
     distinct = [(prefix(i) + "manifest.json",

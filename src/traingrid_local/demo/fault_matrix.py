@@ -37,6 +37,7 @@ from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.vocabulary.campaign_fanout import FINAL_JOB_STATUSES, RegionJobStatus
 from traingrid_local.demo.runner import pass_time, settle, upload_sample_dataset
 from traingrid_local.emulator import fsx
+from traingrid_local.emulator.account import ACCOUNT
 from traingrid_local.emulator.fault_injection import STATE_FAULTS, StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.stack import eks_cluster, report, sample_campaign
@@ -50,6 +51,8 @@ PIPELINES = {"training": ("TrainingRun", "statemachines/training_run.asl.json",
 FAULT_KINDS = tuple(STATE_FAULTS)
 SPEED = 4000.0
 TRAINING_SECONDS = 3600
+# FSx storage, GiB, an account raised for every cell of a pipeline to keep its file system.
+CELLS_FSX_QUOTA_GIB = 5_000_000
 RUN_TIMEOUT_S = 180.0
 # States only a failure leads to, and the faults (named, at a state) that lead there.
 REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
@@ -367,6 +370,9 @@ def run(selected: list[Cell], speed: float = SPEED, database_dir: Path | None = 
     training = {"batch": TRAINING_SECONDS, "sagemaker": TRAINING_SECONDS}
     for pipeline, backend in dict.fromkeys((c.pipeline, c.backend) for c in selected):
         with Emulator(speed=speed, training_seconds=training) as emulator:
+            # The cells' runs share one account, and the cells that keep a file system keep
+            # it to the end: FSx's default storage quota (100,800 GiB) holds a few of them.
+            ACCOUNT.raise_fsx_storage(CELLS_FSX_QUOTA_GIB)
             url = (f"sqlite:///{database_dir / f'faults-{pipeline}-{backend}.db'}"
                    if database_dir else None)
             deployment = deploy_traingrid(

@@ -108,6 +108,13 @@ class Account:
         for region in regions:
             self.applied[(region, service, spec.code)] = value
 
+    def raise_fsx_storage(self, gib: float) -> None:
+        """Every FSx for Lustre storage quota at ``gib``, in every region: an account whose
+        increase was granted, for many runs' file systems at once."""
+        for spec in QUOTAS.values():
+            if spec.service == "fsx":
+                self.set_quota("fsx", spec.code, gib)
+
     def value(self, region: str, spec: QuotaSpec) -> float:
         for key in ((region, spec.service, spec.code), (None, spec.service, spec.code)):
             if key in self.applied:

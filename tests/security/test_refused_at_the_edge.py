@@ -16,8 +16,8 @@ import json
 
 import pytest
 
-from tests.security.test_request_bounds import post, run_names
 from tests.integration.conftest import serving
+from tests.security.test_request_bounds import post, run_names
 from traingrid_local.stack.environment import DEMO_BUCKET
 from traingrid_local.stack.sample_campaign import CAMPAIGN
 

@@ -8,7 +8,9 @@ API answers 400 otherwise), and
 ``instance_type`` must be one the stack's compute environment launches (its
 ``TrainingInstanceTypes``; the document says so, and the API answers 400 listing them), and
 no variable of ``extra_mpi_params`` may have a refused word in its name (its description says
-which).
+which), and a dataset is never under ``runs/`` nor only slashes below its bucket (its
+description and security.md say so). A fan-out's ``min_instance_count`` is at most its
+``instance_count``, the request's own or the sample campaign's (10, shrinking to 5).
 Positive cases that break either are schema-valid yet invalid here, so they are left out
 instead of being counted as "schema-valid request rejected"; negative cases are kept. Loaded
 through schemathesis.toml.
@@ -21,12 +23,19 @@ from typing import Any
 import schemathesis
 from schemathesis.generation import GenerationMode
 
-from traingrid.training.run_request import TrainingRunRequest, mpi_params_problems
+from traingrid.training.run_request import (
+    TrainingRunRequest,
+    dataset_problems,
+    mpi_params_problems,
+)
 from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
 DEFAULT_WARMUP_EPOCHS = TrainingRunRequest.model_fields["warmup_epochs"].default
 DEFAULT_NODES = TrainingRunRequest.model_fields["nodes"].default
+FANOUT_PATH = "/campaigns/{campaign_id}/runs"
+# The sample campaign's instances, and the fewest its jobs shrink to.
+CAMPAIGN_INSTANCES, CAMPAIGN_MIN_INSTANCES = 10, 5
 # What the served stack's compute environment launches (the template's default).
 LAUNCHED_TYPES = load_template()["Parameters"]["TrainingInstanceTypes"]["Default"].split(",")
 
@@ -35,19 +44,24 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-@schemathesis.hook.apply_to(path=["/runs", "/plans"], method="POST")
+@schemathesis.hook.apply_to(path=["/runs", "/plans", FANOUT_PATH], method="POST")
 def filter_case(context: Any, case: Any) -> bool:
     body = case.body
     if case.meta is not None and case.meta.generation.mode is not GenerationMode.POSITIVE:
         return True
     if not isinstance(body, dict):
         return True
+    if case.operation.path == FANOUT_PATH:
+        return _fanout_counts_ordered(body)
     if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
         return False
     fsx = body.get("fsx")
     if (isinstance(fsx, dict) and fsx.get("per_unit_storage_throughput") is not None
             and fsx.get("deployment_type") != "PERSISTENT_1"):
         return False
+    dataset = body.get("dataset")
+    if isinstance(dataset, str) and dataset_problems(dataset):
+        return False  # under runs/, or only slashes: the pattern cannot say
     params = body.get("extra_mpi_params")
     if isinstance(params, str) and mpi_params_problems(params):
         return False  # a name with a refused word (…_PLUGIN, …_PATH): the pattern cannot say
@@ -61,3 +75,11 @@ def _ordered(low: Any, high: Any, strict: bool = False) -> bool:
     if not (_number(low) and _number(high)):
         return True
     return low < high if strict else low <= high
+
+
+def _fanout_counts_ordered(body: dict[str, Any]) -> bool:
+    count = body.get("instance_count")
+    fewest = body.get("min_instance_count")
+    count = count if _number(count) else CAMPAIGN_INSTANCES
+    fewest = fewest if _number(fewest) else CAMPAIGN_MIN_INSTANCES
+    return _ordered(fewest, count)

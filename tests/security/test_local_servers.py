@@ -277,6 +277,10 @@ def cookie_of(server) -> str:
     return response.getheader("Set-Cookie").split(";")[0]
 
 
+# What a browser says of a request from the console's own page (Fetch Metadata).
+OWN_PAGE = {"Sec-Fetch-Site": "same-origin"}
+
+
 CONSOLE_ATTACKS = {
     # The token (header or cookie) is added to each attack unless it is the thing attacked.
     "no token": ("GET", "/runs", None, {}, None, 403),
@@ -319,9 +323,9 @@ def test_the_console_of_a_stack_refuses_and_sends_nothing_on(console, seen, atta
     if credential == "header":
         headers["X-TrainGrid-Token"] = console.token
     elif credential == "cookie":
-        headers["Cookie"] = cookie_of(console)
+        headers |= {"Cookie": cookie_of(console)} | OWN_PAGE
     elif credential == "cookie-wrong":
-        headers["Cookie"] = cookie_of(console).split("=")[0] + "=guess"
+        headers |= {"Cookie": cookie_of(console).split("=")[0] + "=guess"} | OWN_PAGE
     assert_refused(*send(console.url, method, target, body, headers), expected)
     assert seen == []
 
@@ -353,9 +357,12 @@ def test_the_printed_url_trades_its_token_for_a_strict_http_only_cookie(console,
 
 def test_with_its_token_the_console_sends_declared_routes_on_signed(console, seen):
     cookie = cookie_of(console)
-    status, _, answer = send(console.url, "GET", "/runs?limit=5", None, {"Cookie": cookie})
+    status, _, answer = send(console.url, "GET", "/runs?limit=5", None,
+                             {"Cookie": cookie} | OWN_PAGE)
     assert (status, answer) == (200, {"runs": [], "next_token": None})
-    status, _, _ = send(console.url, "GET", "/console/config.json", None, {"Cookie": cookie})
+    # Typed in the address bar, or a bookmark.
+    status, _, _ = send(console.url, "GET", "/console/config.json", None,
+                        {"Cookie": cookie, "Sec-Fetch-Site": "none"})
     assert status == 200
     status, _, _ = send(console.url, "POST", "/runs", RUN, {
         **JSON_TYPE, "Authorization": f"Token {console.token}", "Idempotency-Key": "k-1",
@@ -369,6 +376,53 @@ def test_with_its_token_the_console_sends_declared_routes_on_signed(console, see
         assert SIGNED.fullmatch(request["Authorization"]), request
         assert "Cookie" not in request and "X-TrainGrid-Token" not in request
     assert seen[1]["body"] == RUN and seen[1]["Idempotency-Key"] == "k-1"
+
+
+@pytest.mark.parametrize("site", ["same-site", "cross-site", None])
+def test_the_cookie_is_not_honoured_on_requests_from_another_page(console, seen, site):
+    """Cookies are shared by every port of 127.0.0.1, and SameSite counts them all as one
+    site: a page another local server serves (its <img>, its link) would send this
+    console's cookie along. The browser marks such a request same-site; one that says
+    nothing is no browser that the cookie can be trusted from."""
+    headers = {"Cookie": cookie_of(console)} | ({"Sec-Fetch-Site": site} if site else {})
+    for target in ("/runs?limit=5", "/runs/some-run/logs", "/console/config.json"):
+        assert_refused(*send(console.url, "GET", target, None, headers), 403,
+                       "honoured only on requests from this console's own pages")
+    assert seen == []
+
+
+def test_a_cookie_of_a_console_on_another_port_is_not_honoured(console, seen):
+    """Each console's cookie carries its own port in its name and its own token."""
+    with ApiServer(lambda event: {"statusCode": 200, "body": "{}"}, 0,
+                   routes=[("GET", "/runs")], token=True) as other:
+        theirs = cookie_of(other)
+        name, _, value = theirs.partition("=")
+        assert name == f"traingrid-console-{urlsplit(other.url).port}"
+        ours_by_name = f"traingrid-console-{urlsplit(console.url).port}={value}"
+        for cookie in (theirs, ours_by_name):
+            assert_refused(*send(console.url, "GET", "/runs", None,
+                                 {"Cookie": cookie} | OWN_PAGE), 403)
+    assert seen == []
+
+
+# The token's parameter however its name is spelled: werkzeug decodes names, so each signs in.
+TOKEN_SPELLINGS = ["token", "%74oken", "tok%65n", "%74%6F%6B%65%6E", "%54oken", "TOKEN",
+                   "token%20", "+token"]
+
+
+def test_the_log_never_shows_the_token_however_its_name_is_encoded():
+    logged: list[str] = []
+    with ApiServer(lambda event: {"statusCode": 200, "body": "{}"}, 0, logged.append,
+                   routes=[("GET", "/runs")], token=True) as server:
+        for spelling in TOKEN_SPELLINGS:
+            for target in (f"/console?{spelling}={server.token}",
+                           f"/console?x=1&{spelling}={server.token}&y=2",
+                           f"/runs?{spelling}={server.token}"):
+                send(server.url, "GET", target, None, {TOKEN_HEADER: server.token})
+        assert send(server.url, "GET", f"/console?%74oken={server.token}")[0] == 303
+    assert len(logged) == 3 * len(TOKEN_SPELLINGS) + 1
+    assert not [line for line in logged if server.token in line], logged
+    assert "GET /console?x=1&%74oken=…&y=2 → " in "\n".join(logged), logged
 
 
 def test_no_answer_carries_cors_headers_and_the_log_never_shows_the_token():

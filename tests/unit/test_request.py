@@ -75,3 +75,12 @@ def test_manifest_dataset_defaults_to_its_prefix(load_event):
 def test_manifest_may_name_another_prefix():
     request = request_from_manifest({"dataset": "s3://bkt/other/"}, "bkt", "a/manifest.json")
     assert request.dataset == "s3://bkt/other/"
+
+
+def test_a_manifest_at_the_buckets_root_asks_for_no_dataset():
+    """Its prefix is the bucket's root: every object of the bucket, the runs' archives too."""
+    with pytest.raises(RequestInvalid) as raised:
+        request_from_manifest({"nodes": 2}, "data-bucket", "manifest.json")
+    assert raised.value.problems == [{"pointer": "/dataset", "message": (
+        "s3://data-bucket/ is the bucket's root, not a dataset: name the prefix that holds the "
+        "data, like s3://my-bucket/imagenet/")}]

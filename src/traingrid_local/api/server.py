@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, unquote_plus, urlencode, urlsplit
 
 import yaml
 from werkzeug.datastructures import Headers
@@ -63,7 +63,11 @@ OPENAPI = PROJECT_ROOT / "schema" / "openapi.yaml"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 JSON_TYPE = "application/json"
 TOKEN_QUERY = "token"
-_TOKEN_IN_QUERY = re.compile(rf"([?&]{TOKEN_QUERY}=)[^&]*")
+# A browser marks each request with where it comes from (Fetch Metadata): "same-origin" from
+# the console's own pages, "none" from the address bar or a bookmark. A page on another port
+# of 127.0.0.1 is "same-site" (a site ignores ports), so its <img> or link would carry the
+# cookie: the cookie is honoured only from these.
+SESSION_FETCH_SITES = ("same-origin", "none")
 # Dots or slashes hidden by percent-encoding, or a backslash some clients read as a slash.
 _HIDDEN_SEPARATOR = re.compile(r"%2e|%2f|%5c|\\", re.IGNORECASE)
 
@@ -112,6 +116,21 @@ def path_problem(raw_path: str) -> str | None:
     if any(not character.isprintable() for character in unquote(raw_path)):
         return "it has a control character"
     return None
+
+
+def redacted(target: str, secret: str | None = None) -> str:
+    """``target`` as the log may show it: the value of every query parameter whose name,
+    decoded (``%74oken``, ``tok%65n``, ``+token``), is ``token`` in any case replaced by
+    ``…``, and ``secret`` wherever else it appears."""
+    path, question, rest = target.partition("?")
+    query, hash_mark, fragment = rest.partition("#")
+    parts = []
+    for part in query.split("&") if question else ():
+        name, equals, _ = part.partition("=")
+        hidden = unquote_plus(name).strip().casefold() == TOKEN_QUERY
+        parts.append(f"{name}{equals}…" if hidden else part)
+    line = path + question + "&".join(parts) + hash_mark + fragment
+    return line.replace(secret, "…") if secret else line
 
 
 def _pattern(resource: str) -> re.Pattern[str]:
@@ -310,8 +329,16 @@ class _Api:
                 "Set-Cookie": f"{cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"})
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         presented = (request.headers.get(TOKEN_HEADER)
-                     or (credentials.strip() if scheme.lower() == "token" else None)
-                     or request.cookies.get(cookie))
+                     or (credentials.strip() if scheme.lower() == "token" else None))
+        if not presented and request.cookies.get(cookie):
+            site = request.headers.get("Sec-Fetch-Site", "").lower()
+            if site not in SESSION_FETCH_SITES:
+                return json_answer(403, {"message": (
+                    f"the session cookie is honoured only on requests from this console's own "
+                    f"pages (the browser says Sec-Fetch-Site: {site or '(nothing)'}): a page "
+                    f"on another port of 127.0.0.1 shares its cookies; open the URL it "
+                    f"printed at start, or send the token in an {TOKEN_HEADER} header")})
+            presented = request.cookies.get(cookie)
         if not presented:
             return json_answer(403, {"message": "this server wants its token: open the URL it "
                                                 "printed at start (…?token=…), or send the "
@@ -349,7 +376,7 @@ class _Api:
             del headers[name]
         response = Response(data, status=int(result.get("statusCode", 502)), headers=headers)
         if self.request_log is not None:
-            logged = _TOKEN_IN_QUERY.sub(r"\1…", _target(request))
+            logged = redacted(_target(request), self.token)
             self.request_log(f"{request.method} {logged} → {response.status_code} "
                              f"({(time.monotonic() - started) * 1000:.0f} ms)")
         return response(environ, start_response)

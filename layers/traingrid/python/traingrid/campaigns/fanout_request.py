@@ -7,7 +7,7 @@ Unset options come from the campaign's own record.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -72,6 +72,7 @@ Hyperparameters = Annotated[
 HYPERPARAMETER_NAMES_SCHEMA: JsonDict = {
     "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)}}
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+MAX_INSTANCE_COUNT = 500
 MAX_REGIONS = 50
 IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 
@@ -139,9 +140,11 @@ class FanoutRequest(BaseModel):
         default=None, description="SageMaker instance type, like ml.p3.16xlarge.",
         json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN},
     )
-    instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
+    instance_count: Annotated[int, Field(ge=1, le=MAX_INSTANCE_COUNT),
+                              BeforeValidator(integral)] | None = Field(
         default=None, description="Instances of each region's job.")
-    min_instance_count: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = (
+    min_instance_count: Annotated[int, Field(ge=1, le=MAX_INSTANCE_COUNT),
+                                  BeforeValidator(integral)] | None = (
         Field(default=None, description="Fewest instances a region's job may shrink to when "
               "SageMaker has no capacity there (halving), before the job moves to the next "
               "acceptable region (default: the campaign's; at most instance_count)."))
@@ -163,6 +166,33 @@ class FanoutRequest(BaseModel):
 
     _instance_type = field_validator("instance_type")(_sagemaker_instance)
 
+    @model_validator(mode="after")
+    def _fewest_at_most_all(self) -> Self:
+        if self.instance_count is not None and self.min_instance_count is not None:
+            problem = instance_count_problem(self, self.instance_count, None)
+            if problem is not None:
+                raise ValueError(problem["message"])
+        return self
+
     def plan_options(self) -> dict[str, Any]:
         """What the fan-out's planning step overrides (only what was asked for)."""
         return self.model_dump(mode="json", exclude_none=True, exclude={"name"})
+
+
+def instance_count_problem(request: FanoutRequest, campaign_count: int,
+                           campaign_min: int | None) -> dict[str, str] | None:
+    """Why the fewest instances a region's job may shrink to would be more than it starts
+    with: the request's own ``min_instance_count`` (else the campaign's) against its own
+    ``instance_count`` (else the campaign's). A region's job starts on instance_count and
+    halves down to min_instance_count; the plan of a fan-out refuses one above the other."""
+    count = request.instance_count or campaign_count
+    fewest = request.min_instance_count or campaign_min
+    if fewest is None or fewest <= count:
+        return None
+    whose = "" if request.min_instance_count else "the campaign's "
+    of = "" if request.instance_count else " (the campaign's)"
+    return {"pointer": "/min_instance_count" if request.min_instance_count else
+            "/instance_count", "message": (
+                f"{whose}min_instance_count ({fewest}) must be at most instance_count "
+                f"({count}{of})" + ("" if request.min_instance_count else
+                                    ": ask for a min_instance_count at most that too"))}

@@ -44,7 +44,11 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
     named."""
     # The API's request (its model, the naming of submissions) and the database are loaded by
     # the request that needs them, not at the scheduled retraining's cold start.
-    from traingrid.campaigns.fanout_request import CAMPAIGN_ID_PATTERN, FanoutRequest
+    from traingrid.campaigns.fanout_request import (
+        CAMPAIGN_ID_PATTERN,
+        FanoutRequest,
+        instance_count_problem,
+    )
     from traingrid.db.engine import transaction
     from traingrid.db.repositories import CampaignRepository
     from traingrid.runs.submit import Submission, derived_name
@@ -52,13 +56,19 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
 
     request = parse(FanoutRequest, body)
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
-    exists = re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None
-    if exists:
+    counts: tuple[int, int | None] | None = None
+    if re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None:
         with transaction(connection_url(settings.database)) as session:
-            exists = CampaignRepository(session).get(campaign_id) is not None
-    if not exists:
+            campaign = CampaignRepository(session).get(campaign_id)
+            if campaign is not None:
+                counts = (campaign.instance_count, campaign.min_instance_count)
+    if counts is None:
         raise RecordNotFound(f"No campaign is called {campaign_id!r}: list them with "
                              "GET /campaigns.")
+    # What the fan-out's plan would refuse, refused before anything starts.
+    problem = instance_count_problem(request, *counts)
+    if problem is not None:
+        raise RequestInvalid([problem])
     options = request.plan_options()
     name = request.name or derived_name(campaign_id, options, now, idempotency_key)
     return Submission(CAMPAIGN_FANOUT, settings.campaign_fanout_state_machine_arn, name,

@@ -31,14 +31,13 @@ from traingrid.vocabulary.catalog import (
     resource_requirements,
     round_up_capacity,
 )
-from traingrid.vocabulary.training_run import PlanLimits, PlanReads, RunPlan
+from traingrid.vocabulary.training_run import ARCHIVE_ROOT, PlanLimits, PlanReads, RunPlan
 
 if TYPE_CHECKING:
     from traingrid.training.run_request import TrainingRunRequest
 
 FSX_MOUNT_POINT = "/fsx"
 SCRATCH_DIR = "/scratch"
-ARCHIVE_ROOT = "runs"
 # The job's outputs folder, on the file system and below the run's prefix in S3. The file
 # system's root is exported to the run's own prefix (ExportPath), so whatever the job writes
 # anywhere on it can only reach S3 under runs/<run>/: never a dataset, another run, or a

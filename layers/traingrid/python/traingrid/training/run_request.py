@@ -30,6 +30,7 @@ from traingrid.vocabulary.catalog import (
     loader_shared_memory_mib,
     needs_own_ami,
 )
+from traingrid.vocabulary.training_run import ARCHIVE_ROOT
 
 # The seed's NCCL settings (its 20 × p3.16xlarge): only what the trainer's NCCL reads (its
 # HOROVOD_* settings are gone, nothing reads them; a request may still set them for a command
@@ -37,7 +38,18 @@ from traingrid.vocabulary.catalog import (
 DEFAULT_EXTRA_MPI_PARAMS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 # An argument of a command: printable, no control characters (it is passed as argv, to no shell).
 COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+# What no dataset's key may hold: C0 and C1 control characters (NUL, tab, line breaks; FSx
+# for Lustre's paths refuse NUL, CR, LF and U+0085: "ArchivePath pattern
+# ^[^\u0000\u0085\u2028\u2029\r\n]{3,4357}$", botocore's fsx model), the line and
+# paragraph separators, and the bidirectional marks that make a key read as another
+# (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
+KEY_REFUSED_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069"
+# A bucket and a key under it: never the bucket's root (a key of at least one character).
+S3_PREFIX_PATTERN = (r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+                     rf"/[^{KEY_REFUSED_CHARACTERS}]+$")
+# S3: "The name for a key is a sequence of Unicode characters whose UTF-8 encoding is at
+# most 1,024 bytes long" (Amazon S3 User Guide, Naming objects).
+MAX_KEY_BYTES = 1024
 # Valid as a Step Functions execution name, a Batch job name and an S3 key segment.
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
 
@@ -72,6 +84,35 @@ MPI_VARIABLE_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_DEVICE_MAX_CON
 MPI_VARIABLE_REFUSED_WORDS = frozenset({
     "PLUGIN", "PATH", "FILE", "CONF", "CONFIG", "DIR", "LIB", "LIBRARY", "PRELOAD", "SO",
     "TIMELINE", "SCRIPT", "CMD", "COMMAND", "EXEC", "HOOK"})
+# Variables that choose where ranks meet, listen or send: an address or port in the value
+# would point the job's own traffic (its bootstrap, its gradients, its health queries)
+# elsewhere, or open a socket on an address of the caller's choosing. The job's launcher and
+# rendezvous decide them; none is a knob of the collectives.
+# - NCCL_COMM_ID: the ip:port of the root rank's bootstrap socket, which every rank then
+#   dials instead of the one the job's own unique id names (NCCL's bootstrap).
+# - NCCL_RAS_ADDR: where the RAS threads listen for clients (default localhost:28028, NCCL's
+#   "RAS" troubleshooting guide, since 2.24).
+# - HOROVOD_GLOO_RENDEZVOUS_ADDR/_PORT: the rendezvous server every Gloo rank registers with
+#   and learns its peers' addresses from; HOROVOD_HOSTNAME: the host a rank says it is on
+#   in that rendezvous.
+# - MASTER_ADDR/MASTER_PORT: torch.distributed's rendezvous (env://), not in the allowlist
+#   either; named so the refusal says why.
+# Any other name with one of these words is refused alike (a future …_ADDR, …_PORT).
+# Choosing among the node's own interfaces (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME,
+# HOROVOD_GLOO_IFACE, FI_*_IFACE) or RoCE's GID (NCCL_IB_ADDR_FAMILY/_RANGE) names no other
+# host and stays allowed; NCCL_HOSTID is a label for which ranks share a host, no address.
+MPI_ADDRESS_NAMES = frozenset({"NCCL_COMM_ID", "MASTER_ADDR", "MASTER_PORT"})
+MPI_ADDRESS_WORDS = frozenset({"ADDR", "ADDRESS", "PORT", "PORTS", "HOSTNAME", "URL", "URI",
+                               "ENDPOINT", "RENDEZVOUS"})
+MPI_ADDRESS_ALLOWED = frozenset({"NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE"})
+
+
+def mpi_address_variable(name: str) -> bool:
+    """Whether ``name`` chooses where the job's ranks meet, listen or send."""
+    return name not in MPI_ADDRESS_ALLOWED and (
+        name in MPI_ADDRESS_NAMES or bool(MPI_ADDRESS_WORDS & set(name.split("_"))))
+
+
 _MPI_NAME = (r"(?:(?:" + "|".join(p.rstrip("_") for p in MPI_VARIABLE_PREFIXES)
              + r")_[A-Z0-9_]+|" + "|".join(MPI_VARIABLE_NAMES) + ")")
 # A value: no quotes, no shell characters, no '/' (no value may name a path).
@@ -98,7 +139,11 @@ def mpi_params_problems(value: str) -> list[str]:
         name, equals, setting = words[index + 1].partition("=")
         index += 2
         refused = sorted(MPI_VARIABLE_REFUSED_WORDS & set(name.split("_")))
-        if not _MPI_NAME_RE.fullmatch(name):
+        if mpi_address_variable(name):
+            problems.append(f"{name} may not be set: it chooses where the job's ranks meet, "
+                            "listen or send (an address or port), which the job's own launcher "
+                            "and rendezvous decide")
+        elif not _MPI_NAME_RE.fullmatch(name):
             problems.append(f"{name or '(no name)'} may not be set: only {allowed} may")
         elif refused:
             problems.append(f"{name} may not be set: a variable with {refused[0]} in its name "
@@ -111,6 +156,37 @@ def mpi_params_problems(value: str) -> list[str]:
                            "added to mpirun, no other option")
     return problems
 
+
+
+_BUCKET_URI = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?", re.DOTALL)
+_KEY_REFUSED = re.compile(f"[{KEY_REFUSED_CHARACTERS}]")
+
+
+def dataset_problems(uri: str) -> list[str]:
+    """Every reason ``uri`` is not a dataset a run may read: an S3 URI of a prefix below its
+    bucket's root, outside the runs' archives, whose key holds no control character or
+    bidirectional mark and fits S3's 1,024 bytes."""
+    found = _BUCKET_URI.fullmatch(uri)
+    if found is None:
+        return ["must be an S3 URI of a prefix, like s3://my-bucket/imagenet/"]
+    key = found.group(2) or ""
+    problems = []
+    if not key.strip("/"):
+        problems.append(f"s3://{found.group(1)}/ is the bucket's root, not a dataset: name the "
+                        "prefix that holds the data, like s3://my-bucket/imagenet/")
+    elif key.lstrip("/").split("/", 1)[0] == ARCHIVE_ROOT:
+        problems.append(f"{ARCHIVE_ROOT}/ holds the runs' archives (their outputs), not "
+                        "datasets")
+    refused = sorted({f"U+{ord(c):04X}" for c in _KEY_REFUSED.findall(key)})
+    if refused:
+        problems.append(f"the prefix holds {', '.join(refused[:5])}"
+                        f"{' and more' if len(refused) > 5 else ''}: no key of a dataset may "
+                        "hold a control character (NUL, tab, a line break) or a "
+                        "bidirectional mark")
+    if len(key.encode()) > MAX_KEY_BYTES:
+        problems.append(f"the prefix is {len(key.encode())} bytes in UTF-8; an S3 key is at "
+                        f"most {MAX_KEY_BYTES}")
+    return problems
 
 
 class _Strict(BaseModel):
@@ -152,6 +228,9 @@ class FsxOptions(_Strict):
         return self
 
 
+MIN_TRAINING_HOURS = 0.01
+
+
 class Timeouts(_Strict):
     hydrate_minutes: JsonInteger = Field(default=60, ge=5, le=24 * 60)
     runnable_minutes: JsonInteger = Field(
@@ -159,7 +238,12 @@ class Timeouts(_Strict):
         description="How long the job may wait for capacity (RUNNABLE) before it is "
         "terminated and the run fails with a diagnosis.",
     )
-    training_hours: float = Field(default=72, gt=0, le=14 * 24)
+    # At least 36 seconds: the training limit is whole seconds (SageMaker's
+    # MaxRuntimeInSeconds "min 1", botocore's sagemaker model), never 0.
+    training_hours: float = Field(
+        default=72, ge=MIN_TRAINING_HOURS, le=14 * 24,
+        description="How long the job may train before it is terminated; at least 0.01 (36 "
+        "seconds), at most 336 (14 days).")
     archive_minutes: JsonInteger = Field(default=120, ge=5, le=24 * 60)
 
 
@@ -230,7 +314,10 @@ class TrainingRunRequest(_Strict):
         "mpirun, and nothing else: only NCCL_*, FI_*, GLOO_*, HOROVOD_*, TORCH_NCCL_*, "
         "TORCH_DISTRIBUTED_*, OMP_NUM_THREADS, MKL_NUM_THREADS, CUDA_DEVICE_MAX_CONNECTIONS "
         "and CUDA_LAUNCH_BLOCKING, never one whose name has a word such as PLUGIN, PATH, FILE, "
-        "CONF, DIR or LIB; values hold no '/'. Passed as arguments, never to a shell.",
+        "CONF, DIR or LIB, nor one that chooses where ranks meet, listen or send "
+        "(NCCL_COMM_ID, NCCL_RAS_ADDR, HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_HOSTNAME, a name "
+        "with ADDR, PORT, HOSTNAME, URL, URI, ENDPOINT or RENDEZVOUS); values hold no '/'. "
+        "Passed as arguments, never to a shell.",
         json_schema_extra={"pattern": MPI_PARAMS_PATTERN.pattern})
     command: list[Annotated[str, Field(
         min_length=1, max_length=1024, pattern=COMMAND_ARGUMENT_PATTERN)]] | None = Field(
@@ -255,8 +342,9 @@ class TrainingRunRequest(_Strict):
     @field_validator("dataset")
     @classmethod
     def _s3_prefix(cls, value: str) -> str:
-        if not re.fullmatch(S3_PREFIX_PATTERN, value):
-            raise ValueError("must be an S3 URI of a prefix, like s3://my-bucket/imagenet/")
+        problems = dataset_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
         return value if value.endswith("/") else value + "/"
 
     _run_name = field_validator("name")(check_run_name)

@@ -16,6 +16,9 @@ from traingrid.vocabulary.statuses import (
     TaskLifecycle,
 )
 
+# Where runs archive their outputs in the data bucket (``runs/<run>/``): no dataset is there.
+ARCHIVE_ROOT = "runs"
+
 
 class StepFailure(TypedDict):
     """What a Catch puts at its ResultPath (``$.failure``, ``$.archive_failure``…)."""

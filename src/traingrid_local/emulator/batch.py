@@ -21,6 +21,8 @@ and ``lost-events`` (no
 state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the
 job definition sets ``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders
 need more fails its first step with a bus error (exit 1, the training code's failure), as on AWS.
+A node whose Lustre client cannot mount the run's file system's version (a 2.10 file system,
+:func:`.workload.mount_refusal`) exits 65 before anything else, writing nothing.
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
 job terminated before it started ran no container and writes nothing).
 
@@ -88,6 +90,8 @@ class SimulatedJob:
     slow_node: bool = False
     # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
     bus_error: str | None = None
+    # Why the nodes cannot mount the run's file system (its Lustre version), else None.
+    mount_error: str | None = None
     status: str = "SUBMITTED"
     started_at: datetime | None = None
     stopped_at: datetime | None = None
@@ -105,8 +109,8 @@ class SimulatedJob:
             moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
-        end = ("FAILED" if self.fails or self.lost or self.bus_error or self.slow_node
-               else "SUCCEEDED")
+        end = ("FAILED" if (self.fails or self.lost or self.bus_error or self.slow_node
+                            or self.mount_error) else "SUCCEEDED")
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
 
     def runnable_at(self) -> datetime:
@@ -114,6 +118,8 @@ class SimulatedJob:
 
     def run_for(self) -> float:
         """Seconds from RUNNING to the job's end."""
+        if self.mount_error:
+            return workload.MOUNT_FAILS_AFTER_SECONDS
         if self.bus_error:
             return BUS_ERROR_AFTER_SECONDS
         if self.slow_node:
@@ -159,7 +165,10 @@ class SimulatedJob:
 
     def _end(self, job: Job, end: datetime) -> None:
         """The job's end as decided at submission."""
-        if self.bus_error:
+        if self.mount_error:  # nothing was mounted: the container wrote nothing
+            self._finish(job, end, succeeded=False, exit_code=workload.MOUNT_EXIT_CODE,
+                         reason="Essential container in task exited", writes=False)
+        elif self.bus_error:
             self._finish(job, end, succeeded=False, exit_code=workload.BUS_ERROR_EXIT_CODE,
                          reason="Essential container in task exited", error=self.bus_error)
         elif self.slow_node:
@@ -176,10 +185,10 @@ class SimulatedJob:
 
     def _finish(self, job: Job, at: datetime, *, succeeded: bool, exit_code: int | None,
                 reason: str | None = None, exports: bool = True,
-                error: str | None = None) -> None:
+                error: str | None = None, writes: bool = True) -> None:
         # The container writes (and exports) its outputs before the job is seen to end; a job
         # that never started ran no container and writes nothing.
-        if self.started_at is not None:
+        if self.started_at is not None and writes:
             preflight = (workload.preflight_document(self.environment, self.num_nodes,
                                                      slow=self.slow_node)
                          if self.environment.get("TRAINGRID_PREFLIGHT") else None)
@@ -337,6 +346,8 @@ def _submitjob(previous: Any) -> Any:
             slow_node=(faults.on("slow-node") and faults.first_time(
                 "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
             training_seconds=training_seconds(environment),
+            mount_error=workload.mount_refusal(self.batch_backend.account_id,
+                                               self.batch_backend.region_name, environment),
         ))
         if no_capacity:  # EC2 says so to the compute environment's group, as on AWS
             capacity.no_capacity(job, simulated.runnable_at(), instance_type, num_nodes,

@@ -25,6 +25,7 @@ from traingrid.training.sizing import (
 )
 from traingrid.vocabulary.catalog import (
     INSTANCE_TYPES,
+    LUSTRE_VERSION,
     is_valid_capacity,
     preflight_thresholds,
     resource_requirements,
@@ -211,6 +212,7 @@ def plan_run(
             "bytes": dataset.bytes,
         },
         "file_system": {
+            "file_system_type_version": LUSTRE_VERSION,
             "storage_capacity_gib": capacity,
             "lustre_configuration": lustre_configuration(request, run, sizing),
             "client_request_token": client_request_token(run),

@@ -43,7 +43,8 @@ def test_a_pod_asking_for_efa_interfaces_is_refused(emulator: Emulator) -> None:
 
     setup = create_batch(emulator)
     definition = _register(emulator, GPUS)
-    override = {"targetNodes": "0:", "eksPropertiesOverride": _pod({**GPUS, EFA: "4"}, defined=False)}
+    override = {"targetNodes": "0:",
+                "eksPropertiesOverride": _pod({**GPUS, EFA: "4"}, defined=False)}
     with pytest.raises(ClientError, match="not supported for Amazon EKS resources"):
         emulator.client("batch").submit_job(
             jobName="efa", jobQueue=setup.job_queue_arn, jobDefinition=definition,

@@ -48,7 +48,8 @@ PARAMETERS = {"EksClusterName": CLUSTER, "EksNamespace": "traingrid",
               "NodeSharedMemoryMiB": "12288", "TrainingImageUri": "", "NodeImageTag": "0.1.0",
               "MaxVcpus": 4096, "TrainingSubnetIds": ["subnet-0a", "subnet-0b"],
               "TrainingInstanceTypes": ["p3.16xlarge", "p4d.24xlarge"]}
-CONDITIONS = {"UseEks": True, "UseEcs": False, "HasEksKubernetesVersion": True, "UseAccountImage": True, "AllowsP3dn": True,
+CONDITIONS = {"UseEks": True, "UseEcs": False, "HasEksKubernetesVersion": True,
+              "UseAccountImage": True, "AllowsP3dn": True,
               "AllowsP4d": True, "AllowsP5": False}
 
 

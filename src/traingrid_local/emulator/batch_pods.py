@@ -11,11 +11,12 @@ node range's or the override's ``instanceTypes``), the memory the pod asks for (
 that overrides an EKS job's nodes with ``containerOverrides``, or an ECS job's with
 ``eksPropertiesOverride``, is refused (ClientException), and so is a container (of a job
 definition or an override) that asks for a resource other than those Batch documents for EKS
-containers (``memory``, ``cpu``, ``nvidia.com/gpu``: :data:`BATCH_EKS_RESOURCES`). DescribeJobs shows an EKS job's
-attempts as Batch does for pods: ``eksAttempts`` (each with its containers' exit codes and
-reasons, the pod and node names) and ``eksProperties``, not ``container``/``attempts``. A
-compute environment of type EKS (CloudFormation's ``EksConfiguration``) needs its cluster to
-exist in the account, and is described with its ``eksConfiguration``.
+containers (``memory``, ``cpu``, ``nvidia.com/gpu``: :data:`BATCH_EKS_RESOURCES`).
+DescribeJobs shows an EKS job's attempts as Batch does for pods: ``eksAttempts`` (each with
+its containers' exit codes and reasons, the pod and node names) and ``eksProperties``, not
+``container``/``attempts``. A compute environment of type EKS (CloudFormation's
+``EksConfiguration``) needs its cluster to exist in the account, and is described with its
+``eksConfiguration``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ def make_cluster(account: Any, version: str = "1.31", vpc: str | None = None) ->
         resourcesVpcConfig={"subnetIds": subnets})
 
 
+# What a stack on the cluster is deployed with besides its name (the healthy account's VPC).
+PINNED = ("--parameter", "EksKubernetesVersion=1.31", "--parameter", "VpcCidr=10.30.0.0/16")
+
+
 def eks_lines(result: Any, status: str) -> list[str]:
     return [line for line in lines(result, status) if line.split()[1] == "eks"]
 
@@ -40,7 +44,7 @@ def test_a_cluster_that_is_not_there_is_a_blocker_and_an_ecs_stack_has_none(acco
 
 def test_an_active_cluster_in_the_vpc_passes_and_what_the_api_cannot_say_warns(account):  # noqa: F811
     make_cluster(account.healthy())
-    result = account.doctor("--parameter", f"EksClusterName={CLUSTER}")
+    result = account.doctor("--parameter", f"EksClusterName={CLUSTER}", *PINNED)
     assert eks_lines(result, "BLOCKER") == [], result.stdout
     assert any(f"EKS cluster {CLUSTER}: ACTIVE, Kubernetes 1.31" in line
                for line in eks_lines(result, "ok"))
@@ -57,3 +61,18 @@ def test_an_old_kubernetes_or_another_vpc_is_a_blocker(account):  # noqa: F811
     blockers = eks_lines(result, "BLOCKER")
     assert any("Kubernetes 1.24" in line and "upgrade" in line for line in blockers)
     assert any(f"is in {other}" in line for line in blockers)
+
+
+def test_nodes_pinned_to_another_kubernetes_or_dns_outside_the_vpc_are_blockers(account):  # noqa: F811
+    make_cluster(account.healthy(), version="1.31")
+    result = account.doctor("--parameter", f"EksClusterName={CLUSTER}",
+                            "--parameter", "EksKubernetesVersion=1.33",
+                            "--parameter", "VpcCidr=192.168.0.0/16")
+    blockers = eks_lines(result, "BLOCKER")
+    assert any("EksKubernetesVersion is 1.33" in line and "EksKubernetesVersion=1.31" in line
+               for line in blockers), result.stdout
+    assert any("VpcCidr is 192.168.0.0/16" in line and "VpcCidr=10.30.0.0/16" in line
+               and "CoreDNS" in line for line in blockers), result.stdout
+    unpinned = account.doctor("--parameter", f"EksClusterName={CLUSTER}")
+    assert any("EksKubernetesVersion is empty" in line
+               for line in eks_lines(unpinned, "BLOCKER"))

@@ -163,11 +163,14 @@ def wait_for_job(emulator: Emulator, job_id: str, timeout: float = DEADLINE_S) -
     )
 
 
-def create_lustre(emulator: Emulator, subnet_id: str, **lustre: Any) -> dict[str, Any]:
+def create_lustre(emulator: Emulator, subnet_id: str, version: str | None = "2.15",
+                  **lustre: Any) -> dict[str, Any]:
+    """A SCRATCH_2 file system at Lustre ``version`` (the stack's; None: FSx's default)."""
     configuration = {"DeploymentType": "SCRATCH_2", **lustre}
     return client(emulator, "fsx").create_file_system(
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet_id],
         LustreConfiguration=configuration,
+        **({"FileSystemTypeVersion": version} if version else {}),
     )["FileSystem"]
 
 

@@ -14,7 +14,7 @@ from moto.fsx.models import fsx_backends
 from traingrid.training.capacity import diagnose
 from traingrid.vocabulary.catalog import INSTANCE_TYPES as INSTANCE_TYPES_CATALOG
 from traingrid.vocabulary.catalog import resource_requirements
-from traingrid_local.emulator import batch, capacity
+from traingrid_local.emulator import batch, capacity, workload
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.instances import fits_a_node
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
@@ -165,9 +165,10 @@ def test_fault_stuck_runnable_never_starts(start_emulator: StartEmulator) -> Non
     assert "startedAt" not in job and job["attempts"] == []
 
 
-def _run_outputs(emulator: Emulator, run: str, **env: str) -> tuple[dict[str, Any], dict]:
+def _run_outputs(emulator: Emulator, run: str, version: str | None = "2.15",
+                 **env: str) -> tuple[dict[str, Any], dict]:
     setup = create_batch(emulator)
-    fs = create_lustre(emulator, setup.network.subnet_id)
+    fs = create_lustre(emulator, setup.network.subnet_id, version)
     overrides = environment_override({
         "FSX_DNS_NAME": fs["DNSName"], "OUTPUT_DIR": f"/fsx/runs/{run}",
         "TRAINGRID_RUN": run, "EPOCHS": "90", **env,
@@ -209,6 +210,27 @@ def test_a_failed_job_leaves_its_log_and_checkpoint_but_no_model(
     assert "runs/r8/logs/main-node.log" in files
     assert not any(name.startswith("runs/r8/model/") for name in files)
     assert "exit code 1" in files["runs/r8/logs/main-node.log"].decode()
+
+
+def test_no_node_mounts_a_lustre_2_10_file_system_so_the_job_exits_65_writing_nothing(
+    emulator: Emulator, short_training: float
+) -> None:
+    from traingrid.training.attempts import FailureKind, classify
+
+    # FSx's default version for SCRATCH_2, which the nodes' 2.15 clients cannot mount.
+    job, files = _run_outputs(emulator, "old-lustre", version=None)
+
+    assert job["status"] == "FAILED"
+    assert job["container"]["exitCode"] == 65  # traingrid_node's EXIT_MOUNT
+    assert job["stoppedAt"] - job["startedAt"] == workload.MOUNT_FAILS_AFTER_SECONDS * 1000
+    assert files == {}
+    failure = classify({"exit_code": 65, "status_reason": job["statusReason"]})
+    assert failure.kind is FailureKind.INFRASTRUCTURE
+    account = fsx_backends[ACCOUNT_ID][emulator.region]
+    [fs] = account.file_systems.values()
+    refusal = workload.mount_refusal(ACCOUNT_ID, emulator.region, {"FSX_DNS_NAME": fs.dns_name})
+    assert refusal is not None and "Lustre 2.10" in refusal
+    assert "client kernel compatibility" in refusal and "2.15" in refusal
 
 
 def test_a_job_with_no_training_time_still_writes_its_outputs(

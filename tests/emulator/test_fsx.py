@@ -285,3 +285,39 @@ def test_capacity_and_throughput_are_checked_against_the_deployment_type(
         with pytest.raises(ClientError, match=message) as raised:
             create(capacity, **lustre)
         assert raised.value.response["Error"]["Code"] == "BadRequest"
+
+
+def test_the_lustre_version_is_recorded_and_defaults_to_fsxs_2_10(emulator: Emulator) -> None:
+    subnet = create_network(emulator).subnet_id
+    asked = create_lustre(emulator, subnet, "2.15", **REPOSITORY)
+    omitted = create_lustre(emulator, subnet, None, **REPOSITORY)
+
+    assert asked["FileSystemTypeVersion"] == "2.15"
+    assert _describe(emulator, asked["FileSystemId"])["FileSystemTypeVersion"] == "2.15"
+    # botocore: "Default value is 2.10, except for [PERSISTENT_2]".
+    assert _describe(emulator, omitted["FileSystemId"])["FileSystemTypeVersion"] == "2.10"
+    # ImportPath and ExportPath still link the bucket at 2.15.
+    repository = _describe(emulator, asked["FileSystemId"])["LustreConfiguration"][
+        "DataRepositoryConfiguration"]
+    assert repository["ImportPath"] == REPOSITORY["ImportPath"]
+    assert repository["ExportPath"] == REPOSITORY["ExportPath"]
+
+
+def test_lustre_versions_fsx_refuses_are_refused(emulator: Emulator) -> None:
+    subnet = create_network(emulator).subnet_id
+    client = emulator.client("fsx")
+
+    def create(version: str, **lustre: Any) -> None:
+        client.create_file_system(FileSystemType="LUSTRE", StorageCapacity=2400,
+                                  SubnetIds=[subnet], FileSystemTypeVersion=version,
+                                  LustreConfiguration=lustre)
+
+    create("2.12", DeploymentType="PERSISTENT_2", PerUnitStorageThroughput=125)
+    for message, version, lustre in [
+        ("FileSystemTypeVersion 2.16 is not valid", "2.16", {"DeploymentType": "SCRATCH_2"}),
+        ("2.10 is not supported for PERSISTENT_2", "2.10", {
+            "DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125}),
+    ]:
+        with pytest.raises(ClientError, match=message) as raised:
+            create(version, **lustre)
+        assert raised.value.response["Error"]["Code"] == "BadRequest"

@@ -120,8 +120,11 @@ def test_seed_001_elastic_torchrun_on_p4d_pods_with_efa_and_fsx(on_eks):
     env = {e["Name"]: e["Value"] for e in container["Env"]}
     assert (scheduled["NodeOverrides"]["NumNodes"], override["InstanceTypes"]) == (
         3, ["p4d.24xlarge"])
-    assert container["Resources"]["Limits"]["vpc.amazonaws.com/efa"] == "4"
+    # EFA: the host's devices, seen by the privileged container (no device plugin resource,
+    # which Batch does not take for an EKS container).
+    assert "vpc.amazonaws.com/efa" not in container["Resources"]["Limits"]
     assert container["Resources"]["Limits"]["nvidia.com/gpu"] == "8"
+    assert env["TRAINGRID_EFA_DEVICES"] == "4" and env["TRAINGRID_SSH_PORT"] == "2222"
     assert (env["TRAINGRID_LAUNCHER"], env["TRAINGRID_MIN_NODES"]) == ("torchrun", "2")
     assert env["FSX_DNS_NAME"] and env["FSX_MOUNT_NAME"]
     (job,) = submitted_jobs(on_eks, execution)

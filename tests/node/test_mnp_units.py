@@ -527,3 +527,18 @@ def test_the_image_holds_no_ssh_key_and_checks_host_keys() -> None:
     text = dockerfile.read_text()
     assert "ssh-keygen" not in text and "StrictHostKeyChecking" not in text
     assert "rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*" in text
+
+
+def test_sshd_and_mpiruns_ssh_use_the_port_the_backend_gives(tmp_path: Path) -> None:
+    """On EKS the pod shares the host's network: the plan gives sshd a port of its own
+    (job_shape.EKS_SSH_PORT), which sshd listens on and mpirun's ssh (-F config) connects to."""
+    from traingrid.training.job_shape import SSH_PORTS, Backend, backend_environment
+    from traingrid_node.ssh import client_config, known_host, sshd_config
+
+    cfg = parse_config(worker_env(**backend_environment(Backend.EKS)))
+    assert cfg.ssh_port == SSH_PORTS[Backend.EKS] != 22
+    assert f"Port {cfg.ssh_port}\n" in sshd_config(tmp_path, "10.0.0.5", cfg.ssh_port)
+    assert f"  Port {cfg.ssh_port}\n" in client_config(tmp_path, cfg.ssh_port)
+    assert known_host("10.0.0.5", cfg.ssh_port, "ssh-ed25519 AAAA").startswith(
+        f"[10.0.0.5]:{cfg.ssh_port} ")
+    assert parse_config(worker_env(**backend_environment(Backend.ECS))).ssh_port == 22

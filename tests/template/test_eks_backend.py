@@ -22,7 +22,8 @@ from tests.eks_shapes import (
     to_api,
 )
 from traingrid.training.job_shape import (
-    EFA_RESOURCE,
+    BATCH_EKS_RESOURCES,
+    EKS_SSH_PORT,
     GPU_RESOURCE,
     Backend,
     backend_of,
@@ -43,10 +44,12 @@ FILE_SYSTEM = {"id": "fs-0123456789abcdef0", "dns_name": "fs-0123.fsx.us-east-1.
                "mount_name": "abcdefgh", "lifecycle": "AVAILABLE"}
 CLUSTER = "gpu-fleet"
 PARAMETERS = {"EksClusterName": CLUSTER, "EksNamespace": "traingrid",
+              "EksKubernetesVersion": "1.31", "VpcCidr": "10.20.0.0/16",
               "NodeSharedMemoryMiB": "12288", "TrainingImageUri": "", "NodeImageTag": "0.1.0",
               "MaxVcpus": 4096, "TrainingSubnetIds": ["subnet-0a", "subnet-0b"],
               "TrainingInstanceTypes": ["p3.16xlarge", "p4d.24xlarge"]}
-CONDITIONS = {"UseEks": True, "UseEcs": False, "UseAccountImage": True, "AllowsP3dn": True,
+CONDITIONS = {"UseEks": True, "UseEcs": False, "HasEksKubernetesVersion": True,
+              "UseAccountImage": True, "AllowsP3dn": True,
               "AllowsP4d": True, "AllowsP5": False}
 
 
@@ -117,8 +120,33 @@ def test_the_eks_compute_environment_names_the_cluster_and_namespace(template):
     assert request["eksConfiguration"] == {
         "eksClusterArn": f"arn:aws:eks:us-east-1:123456789012:cluster/{CLUSTER}",
         "kubernetesNamespace": "traingrid"}
-    # EKS's AL2 node AMIs get no updates; Kubernetes 1.33 and later have none.
-    assert request["computeResources"]["ec2Configuration"] == [{"imageType": "EKS_AL2023_NVIDIA"}]
+    # EKS's AL2 node AMIs get no updates; Kubernetes 1.33 and later have none. The AMI is of
+    # the cluster's Kubernetes version (Batch's default: the newest it supports).
+    assert request["computeResources"]["ec2Configuration"] == [
+        {"imageType": "EKS_AL2023_NVIDIA", "imageKubernetesVersion": "1.31"}]
+
+
+def test_eks_nodes_may_send_dns_to_coredns_in_the_vpc_and_the_template_asks_for_it(template):
+    rules = {name: resolve(template["Resources"][name]) for name in (
+        "TrainingSecurityGroupDnsEgressUdp", "TrainingSecurityGroupDnsEgressTcp")}
+    for protocol, rule in zip(("udp", "tcp"), rules.values(), strict=True):
+        assert rule["Condition"] == "UseEks"
+        assert rule["Properties"]["IpProtocol"] == protocol
+        assert (rule["Properties"]["FromPort"], rule["Properties"]["ToPort"]) == (53, 53)
+        assert rule["Properties"]["CidrIp"] == "10.20.0.0/16"
+    assertions = template["Rules"]["EksNodesMatchTheCluster"]["Assertions"]
+    assert [a["Assert"] for a in assertions] == [
+        {"Fn::Not": [{"Fn::Equals": [{"Ref": name}, ""]}]}
+        for name in ("EksKubernetesVersion", "VpcCidr")]
+
+
+def test_eks_nodes_keep_the_amis_efa_driver():
+    """EKS's accelerated AL2023 AMI has EFA's host components: the launch templates' EFA
+    step installs only where the driver is missing (the ECS AMI)."""
+    text = (PROJECT_ROOT / "template.yaml").read_text()
+    script = text[text.index("# The EFA driver and rdma-core on the host"):]
+    guard, install = script.index("if modinfo efa"), script.index("./efa_installer.sh -y")
+    assert guard < script.index("exit 0") < install
 
 
 def test_the_job_definitions_pod_is_a_valid_pod_with_gpus_efa_shm_and_lustre(job_definition):
@@ -150,8 +178,12 @@ def test_every_submit_of_an_eks_plan_is_valid_for_batch_and_kubernetes(template,
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["FSX_DNS_NAME"] == FILE_SYSTEM["dns_name"]
     assert container["args"] == ["python3", "-m", "traingrid_trainer"]  # after the entrypoint
-    efa = INSTANCE_TYPES[instance_type].efa_interfaces
-    assert container["resources"]["limits"].get(EFA_RESOURCE) == (str(efa) if efa else None)
+    # Only the resources Batch documents for an EKS container (no vpc.amazonaws.com/efa:
+    # the privileged container sees the host's EFA devices).
+    for resources in container["resources"].values():
+        assert set(resources) <= set(BATCH_EKS_RESOURCES)
+    # The node program's sshd, on the host's network, keeps off the host's port 22.
+    assert env["TRAINGRID_SSH_PORT"] == str(EKS_SSH_PORT) != "22"
     # The pod Batch runs: the definition's, with the override's container fields on top.
     (node_range,) = job_definition["nodeProperties"]["nodeRangeProperties"]
     properties = copy.deepcopy(node_range["eksProperties"]["podProperties"])
@@ -218,6 +250,7 @@ def test_cfn_lint_is_clean_with_the_backend_on():
     result = subprocess.run(
         [str(cfn_lint), str(PROJECT_ROOT / "template.yaml"), "--parameters",
          f"EksClusterName={CLUSTER}", "EksNamespace=traingrid", "VpcId=vpc-12345678",
+         "EksKubernetesVersion=1.31", "VpcCidr=10.20.0.0/16",
          "TrainingSubnetIds=subnet-12345678,subnet-87654321"],
         capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

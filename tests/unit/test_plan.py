@@ -29,8 +29,9 @@ def plan(dataset_gib: float = 140, **fields):
     (DeploymentType.SCRATCH_2, 2401, 4800),
     (DeploymentType.SCRATCH_2, 4800, 4800),
     (DeploymentType.PERSISTENT_1, 5000, 7200),
-    (DeploymentType.SCRATCH_1, 2401, 3600),
-    (DeploymentType.SCRATCH_1, 3601, 7200),
+    # The catalog still rounds SCRATCH_1 (3,600 GiB steps), which no request may ask for.
+    ("SCRATCH_1", 2401, 3600),
+    ("SCRATCH_1", 3601, 7200),
 ])
 def test_capacity_rounds_up_to_a_valid_increment(deployment, needed, expected):
     assert round_up_capacity(deployment, needed) == expected
@@ -75,6 +76,25 @@ def test_file_system_hydrates_from_the_dataset_and_exports_to_the_runs_own_prefi
                       "ExportPath": "s3://bkt/runs/run-1/"}
     persistent = plan(fsx={"deployment_type": "PERSISTENT_1"})["file_system"]
     assert persistent["lustre_configuration"]["PerUnitStorageThroughput"] == 200
+
+
+def test_file_system_is_created_at_lustre_2_15_not_fsxs_default_2_10():
+    # FSx makes SCRATCH_2 and PERSISTENT_1 at 2.10 unless asked; the nodes' Amazon Linux 2023
+    # and Ubuntu 24.04 clients cannot mount 2.10.
+    assert plan()["file_system"]["file_system_type_version"] == "2.15"
+    persistent = plan(fsx={"deployment_type": "PERSISTENT_1"})["file_system"]
+    assert persistent["file_system_type_version"] == "2.15"
+
+
+def test_scratch_1_is_refused_saying_why_and_what_to_use():
+    with pytest.raises(RequestInvalid) as raised:
+        plan(fsx={"deployment_type": "SCRATCH_1"}, nodes=0)
+    problems = {p["pointer"]: p["message"] for p in raised.value.problems}
+    # Every problem at once: the node count and the deployment type.
+    assert "/nodes" in problems
+    message = problems["/fsx/deployment_type"]
+    assert "SCRATCH_1 is not offered" in message and "encrypt data in transit" in message
+    assert "SCRATCH_2" in message and "PERSISTENT_1" in message
 
 
 def test_tags_name_the_run_execution_and_expiry():

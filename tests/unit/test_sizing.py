@@ -128,10 +128,11 @@ def test_a_job_no_file_system_can_feed_gets_the_fastest_and_says_by_how_much():
 
 def test_an_explicit_deployment_type_is_sized_in_its_own_increments():
     sizing = size_file_system(request(expected_images_per_s_per_gpu=625,
-                                      fsx={"deployment_type": "SCRATCH_1"}), IMAGENET)
-    # 11,000 MB/s at 200 MB/s/TiB: 55 TiB = 56,320 GiB → the next multiple of 3,600
-    assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == ("SCRATCH_1",
-                                                                                57_600)
+                                      fsx={"deployment_type": "PERSISTENT_1",
+                                           "per_unit_storage_throughput": 200}), IMAGENET)
+    # 11,000 MB/s at 200 MB/s/TiB: 55 TiB = 56,320 GiB → the next multiple of 2,400
+    assert (sizing.choice.tier.deployment_type, sizing.choice.capacity_gib) == (
+        "PERSISTENT_1", 57_600)
     assert not any("PERSISTENT_2" in note for note in sizing.notes)
 
 

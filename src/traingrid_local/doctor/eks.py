@@ -4,8 +4,9 @@ whole list, and the parts only ``kubectl`` sees: device plugins, the namespace's
 account, RBAC).
 
 - the cluster exists in the stack's region, is ACTIVE, and runs a Kubernetes version Batch
-  supports;
-- it is in the VPC of the training subnets (Batch launches the nodes there);
+  supports, the one ``EksKubernetesVersion`` pins the nodes' AMI to;
+- it is in the VPC of the training subnets (Batch launches the nodes there), and ``VpcCidr``
+  (where the nodes may send DNS: CoreDNS's pods) is that VPC's;
 - Batch may reach it: with access entries (authentication mode ``API``/``API_AND_CONFIG_MAP``)
   an entry for Batch's service-linked role; with ``CONFIG_MAP`` only, a reminder of the
   ``aws-auth`` mapping, which the AWS API cannot read;
@@ -16,6 +17,7 @@ A check the API refuses, or that this API does not serve, is a warning naming it
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +61,7 @@ def eks(needs: Needs, aws: Aws) -> Iterator[Finding]:
             "on ECS"))
         return
     yield from _state_and_version(cluster, name)
+    yield from _pinned_version(cluster, needs, name)
     yield from _network(cluster, needs, aws, name)
     yield from _batch_access(cluster, aws, name)
     yield from _pod_identity(aws, name)
@@ -78,6 +81,38 @@ def _state_and_version(cluster: dict[str, Any], name: str) -> Iterator[Finding]:
         yield Finding(CHECK, OK, f"EKS cluster {name}: ACTIVE, Kubernetes {version}")
 
 
+def _pinned_version(cluster: dict[str, Any], needs: Needs, name: str) -> Iterator[Finding]:
+    """Batch launches nodes of ``EksKubernetesVersion``; without it, of "the latest version
+    that Batch supports" (Ec2Configuration.imageKubernetesVersion), which may be newer than
+    the cluster: Kubernetes supports no kubelet newer than its API server."""
+    version = str(cluster.get("version", ""))
+    pinned = needs.parameters.get("EksKubernetesVersion", "").strip()
+    if pinned != version:
+        yield Finding(CHECK, BLOCKER, (
+            f"EksKubernetesVersion is {pinned or 'empty'}, EKS cluster {name} runs "
+            f"{version or '?'}: deploy with EksKubernetesVersion={version}, the version of "
+            f"the node AMI Batch launches ({GUIDE})"))
+
+
+def _vpc_cidr(needs: Needs, aws: Aws, vpc: str) -> Iterator[Finding]:
+    """The nodes' DNS egress (VpcCidr) must reach CoreDNS's pods, which are in the VPC."""
+    given = needs.parameters.get("VpcCidr", "").strip()
+    described = aws.call("ec2", "describe_vpcs", VpcIds=[vpc])["Vpcs"]
+    blocks = [a["CidrBlock"] for v in described
+              for a in v.get("CidrBlockAssociationSet", [{"CidrBlock": v.get("CidrBlock")}])
+              if a.get("CidrBlock")]
+    try:
+        network = ipaddress.ip_network(given) if given else None
+    except ValueError:
+        network = None
+    if network is None or not any(network.overlaps(ipaddress.ip_network(b)) for b in blocks):
+        yield Finding(CHECK, BLOCKER, (
+            f"VpcCidr is {given or 'empty'}, not a range of {vpc} ({', '.join(blocks)}): the "
+            "training nodes' pods resolve names (the file system's) through CoreDNS, whose "
+            f"pods are in the VPC; deploy with VpcCidr={blocks[0] if blocks else '?'} "
+            f"({GUIDE})"))
+
+
 def _network(cluster: dict[str, Any], needs: Needs, aws: Aws, name: str) -> Iterator[Finding]:
     config = cluster.get("resourcesVpcConfig", {})
     vpc = config.get("vpcId")
@@ -89,6 +124,8 @@ def _network(cluster: dict[str, Any], needs: Needs, aws: Aws, name: str) -> Iter
             f"EKS cluster {name} is in {vpc}, but VpcId/TrainingSubnetIds are in "
             f"{needs.vpc_id}: Batch launches the cluster's nodes in the training subnets, which "
             "must be in the cluster's VPC"))
+    elif vpc:
+        yield from _vpc_cidr(needs, aws, vpc)
 
 
 def _batch_access(cluster: dict[str, Any], aws: Aws, name: str) -> Iterator[Finding]:

@@ -22,7 +22,8 @@ state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/sh
 job definition sets ``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders
 need more fails its first step with a bus error (exit 1, the training code's failure), as on AWS.
 When a job that started ends, the emulated container's outputs land on its FSx file system (a
-job terminated before it started ran no container and writes nothing).
+job terminated before it started ran no container; nodes whose Lustre client cannot mount its
+version exit 65 at once, :func:`.workload.mount_refusal`: neither writes anything).
 
 Which node a job fits, the p3 sizes moto's EC2 catalog lacks, and the compute environments
 Batch's AMI cannot launch (p3 and g3 on ECS_AL2023_NVIDIA) are :mod:`.instances`'.
@@ -89,6 +90,7 @@ class SimulatedJob:
     slow_node: bool = False
     # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
     bus_error: str | None = None
+    mount_error: str | None = None  # why no node can mount the run's file system, if so
     status: str = "SUBMITTED"
     started_at: datetime | None = None
     stopped_at: datetime | None = None
@@ -106,8 +108,8 @@ class SimulatedJob:
             moments.append((following, self.submitted_at + timedelta(seconds=elapsed)))
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
-        end = ("FAILED" if self.fails or self.lost or self.bus_error or self.slow_node
-               else "SUCCEEDED")
+        end = ("FAILED" if any((self.fails, self.lost, self.bus_error, self.slow_node,
+                                self.mount_error)) else "SUCCEEDED")
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
 
     def runnable_at(self) -> datetime:
@@ -115,8 +117,9 @@ class SimulatedJob:
 
     def run_for(self) -> float:
         """Seconds from RUNNING to the job's end."""
-        if self.bus_error:
-            return BUS_ERROR_AFTER_SECONDS
+        if self.mount_error or self.bus_error:  # the mount, or the first step
+            return (workload.MOUNT_FAILS_AFTER_SECONDS if self.mount_error
+                    else BUS_ERROR_AFTER_SECONDS)
         if self.slow_node:
             return workload.PREFLIGHT_SECONDS
         return FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
@@ -160,7 +163,10 @@ class SimulatedJob:
 
     def _end(self, job: Job, end: datetime) -> None:
         """The job's end as decided at submission."""
-        if self.bus_error:
+        if self.mount_error:
+            self._finish(job, end, succeeded=False, exit_code=workload.MOUNT_EXIT_CODE,
+                         reason="Essential container in task exited")
+        elif self.bus_error:
             self._finish(job, end, succeeded=False, exit_code=workload.BUS_ERROR_EXIT_CODE,
                          reason="Essential container in task exited", error=self.bus_error)
         elif self.slow_node:
@@ -180,7 +186,7 @@ class SimulatedJob:
                 error: str | None = None) -> None:
         # The container writes (and exports) its outputs before the job is seen to end; a job
         # that never started ran no container and writes nothing.
-        if self.started_at is not None:
+        if self.started_at is not None and not self.mount_error:
             preflight = (workload.preflight_document(self.environment, self.num_nodes,
                                                      slow=self.slow_node)
                          if self.environment.get("TRAINGRID_PREFLIGHT") else None)
@@ -334,10 +340,12 @@ def _submitjob(previous: Any) -> Any:
                 int(linux.get("sharedMemorySize") or workload.DOCKER_SHM_MIB)),
             stuck=no_capacity or not instances.fits_a_node(instance_type, requirements),
             fails=faults.on("batch-job-failed"),
-            lost=_loses_its_host(environment.get("TRAINGRID_RUN") or job.job_name),
+            lost=faults.loses_host(environment.get("TRAINGRID_RUN") or job.job_name),
             slow_node=(faults.on("slow-node") and faults.first_time(
                 "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
             training_seconds=training_seconds(environment),
+            mount_error=workload.mount_refusal(self.batch_backend.account_id,
+                                               self.batch_backend.region_name, environment),
         ))
         if no_capacity:  # EC2 says so to the compute environment's group, as on AWS
             capacity.no_capacity(job, simulated.runnable_at(), instance_type, num_nodes,
@@ -346,12 +354,6 @@ def _submitjob(previous: Any) -> Any:
         return result
 
     return submitjob
-
-
-def _loses_its_host(run: str) -> bool:
-    plan = fault_injection.CURRENT
-    return (plan.on("node-lost-every-attempt")
-            or (plan.on("node-lost") and plan.first_time("node-lost", run)))
 
 
 def _terminate_job(previous: Any) -> Any:

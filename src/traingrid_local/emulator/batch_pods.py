@@ -9,11 +9,14 @@ node range's or the override's ``instanceTypes``), the memory the pod asks for (
 ``memory`` limit, in Mi) and ``/dev/shm`` (a memory-backed ``emptyDir`` mounted there: its
 ``sizeLimit``; none: the container runtime's 64 MiB, as Docker's). As Batch does, a submission
 that overrides an EKS job's nodes with ``containerOverrides``, or an ECS job's with
-``eksPropertiesOverride``, is refused (ClientException). DescribeJobs shows an EKS job's
-attempts as Batch does for pods: ``eksAttempts`` (each with its containers' exit codes and
-reasons, the pod and node names) and ``eksProperties``, not ``container``/``attempts``. A
-compute environment of type EKS (CloudFormation's ``EksConfiguration``) needs its cluster to
-exist in the account, and is described with its ``eksConfiguration``.
+``eksPropertiesOverride``, is refused (ClientException), and so is a container (of a job
+definition or an override) that asks for a resource other than those Batch documents for EKS
+containers (``memory``, ``cpu``, ``nvidia.com/gpu``: :data:`BATCH_EKS_RESOURCES`).
+DescribeJobs shows an EKS job's attempts as Batch does for pods: ``eksAttempts`` (each with
+its containers' exit codes and reasons, the pod and node names) and ``eksProperties``, not
+``container``/``attempts``. A compute environment of type EKS (CloudFormation's
+``EksConfiguration``) needs its cluster to exist in the account, and is described with its
+``eksConfiguration``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from moto.batch.exceptions import ClientException
 from moto.batch.models import BatchBackend, ComputeEnvironment, Job, JobDefinition
 from moto.batch.responses import BatchResponse
 
+from traingrid.training.job_shape import BATCH_EKS_RESOURCES
 from traingrid_local.emulator.patching import PATCHES
 
 _MEBIBYTES = re.compile(r"^(\d+)Mi$")
@@ -110,11 +114,37 @@ def value(definition: JobDefinition, overrides: dict[str, Any], name: str) -> An
 
 # --- Batch's refusals and descriptions ------------------------------------------------------
 
+def resource_problems(containers: list[dict[str, Any]]) -> list[str]:
+    """Resources an EKS container asks for that Batch does not take. Batch API,
+    EksContainerResourceRequirements: "The supported resources include memory, cpu, and
+    nvidia.com/gpu"."""
+    return [f"container {c.get('name', '?')}: resource {name!r} in {kind} is not supported "
+            f"for Amazon EKS resources; supported: {', '.join(BATCH_EKS_RESOURCES)}"
+            for c in containers for kind, asked in (c.get("resources") or {}).items()
+            for name in asked or {} if name not in BATCH_EKS_RESOURCES]
+
+
+def _refuse_unsupported_resources(previous: Any) -> Any:
+    def register(self: BatchBackend, *args: Any, **kwargs: Any) -> Any:
+        ranges = (kwargs.get("node_properties") or {}).get("nodeRangeProperties", [])
+        containers = [c for r in ranges
+                      for c in r.get("eksProperties", {}).get("podProperties", {})
+                      .get("containers", [])]
+        if problems := resource_problems(containers):
+            raise ClientException("; ".join(problems))
+        return previous(self, *args, **kwargs)
+
+    return register
+
+
 def _refuse_mixed_overrides(previous: Any) -> Any:
     def submitjob(self: BatchResponse) -> str:
         name = self._get_param("jobDefinition")
         definition = self.batch_backend.get_job_definition(name)
-        overrides = (self._get_param("nodeOverrides") or {}).get("nodePropertyOverrides", [])
+        node_overrides = self._get_param("nodeOverrides") or {}
+        overrides = node_overrides.get("nodePropertyOverrides", [])
+        if problems := resource_problems(_override_containers(node_overrides)):
+            raise ClientException("; ".join(problems))
         if definition is not None and definition.node_properties is not None:
             eks = is_eks(definition)
             for override in overrides:
@@ -196,5 +226,6 @@ def _describe_compute_environments(previous: Any) -> Any:
 
 def apply() -> None:
     PATCHES.wrap(BatchResponse, "submitjob", _refuse_mixed_overrides)
+    PATCHES.wrap(BatchBackend, "register_job_definition", _refuse_unsupported_resources)
     PATCHES.wrap(Job, "describe", _describe)
     PATCHES.wrap(BatchBackend, "describe_compute_environments", _describe_compute_environments)

@@ -102,6 +102,12 @@ class FaultPlan:
             self._calls[f"{name}:{key}"] += 1
             return self._calls[f"{name}:{key}"] == 1
 
+    def loses_host(self, run: str) -> bool:
+        """Whether a job of ``run`` loses its main node's host (node-lost: its first job;
+        node-lost-every-attempt: every job)."""
+        return (self.on("node-lost-every-attempt")
+                or (self.on("node-lost") and self.first_time("node-lost", run)))
+
     def on_in_region(self, name: str, region: str) -> bool:
         """True if ``name`` is on and ``region`` is the plan's fault region."""
         return self.on(name) and region == self.fault_region

@@ -14,8 +14,12 @@ moto's FSx never leaves a create call's state (no ``Lifecycle``), drops ``Import
   the bytes before it have been copied at a steady rate), and on success the exported files
   really appear in S3 under the export path;
 - ``DescribeDataRepositoryTasks`` honours its ``file-system-id`` and ``task-lifecycle`` filters;
-- a Lustre file system's capacity, ``PerUnitStorageThroughput`` and ``ImportPath`` are checked
-  against its deployment type as FSx checks them (moto takes any), with a BadRequest;
+- a Lustre file system's capacity, ``PerUnitStorageThroughput``, ``ImportPath`` and
+  ``FileSystemTypeVersion`` are checked against its deployment type as FSx checks them (moto
+  takes any), with a BadRequest;
+- its ``FileSystemTypeVersion`` is recorded and described (moto drops it), FSx's default when
+  the request names none: 2.10, or 2.12 for PERSISTENT_2 (:func:`type_version`); the emulated
+  node refuses to mount a version its Lustre client cannot (:mod:`.workload`);
 - a deleted file system's files are kept aside (:func:`deleted`), so tests can check that
   nothing was deleted before it was archived.
 """
@@ -57,6 +61,26 @@ def _age(since: datetime) -> float:
 CREATED_AT: Attached[datetime] = Attached("created_at")
 FILES: Attached[dict[str, bytes]] = Attached("files")
 FAILS_HYDRATING: Attached[bool] = Attached("fails_hydrating")
+TYPE_VERSION: Attached[str] = Attached("file_system_type_version")
+
+# botocore, CreateFileSystemRequest.FileSystemTypeVersion: "Valid values are 2.10, 2.12, and
+# 2.15: 2.10 is supported by the Scratch and Persistent_1 Lustre deployment types. [...]
+# Default value is 2.10, except for the following deployments: Default value is 2.12 when
+# DeploymentType is set to PERSISTENT_2 without a metadata configuration mode. Default value
+# is 2.15 when DeploymentType is set to PERSISTENT_2 with a metadata configuration mode."
+LUSTRE_VERSIONS = ("2.10", "2.12", "2.15")
+
+
+def default_type_version(lustre: dict[str, Any]) -> str:
+    """The Lustre version FSx gives a file system whose request names none."""
+    if lustre.get("DeploymentType") == "PERSISTENT_2":
+        return "2.15" if lustre.get("MetadataConfiguration") else "2.12"
+    return "2.10"
+
+
+def type_version(fs: FileSystem) -> str:
+    """A Lustre file system's version (FileSystemTypeVersion)."""
+    return TYPE_VERSION.get(fs) or default_type_version(fs.lustre_configuration or {})
 
 
 
@@ -93,6 +117,8 @@ def _to_dict(previous: Any) -> Any:
         out["Lifecycle"] = lifecycle(self)
         out["CreationTime"] = CREATED_AT.of(self).timestamp()
         out["OwnerId"] = self.backend.account_id
+        if self.file_system_type == "LUSTRE":
+            out["FileSystemTypeVersion"] = type_version(self)
         if out["Lifecycle"] == "FAILED":
             out["FailureDetails"] = {
                 "Message": "Unable to import the data repository: access denied to the "
@@ -111,8 +137,10 @@ _LUSTRE_STEP_GIB = {"SCRATCH_1": 3600, "SCRATCH_2": 2400, "PERSISTENT_1": 2400,
 _LUSTRE_PER_UNIT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 
 
-def lustre_problems(capacity: int, lustre: dict[str, Any]) -> list[str]:
-    """Why FSx would refuse this Lustre file system (SSD storage), if it would."""
+def lustre_problems(capacity: int, lustre: dict[str, Any],
+                    version: str | None = None) -> list[str]:
+    """Why FSx would refuse this Lustre file system (SSD storage, at FileSystemTypeVersion
+    ``version``, None: FSx's default), if it would."""
     kind = lustre.get("DeploymentType", "SCRATCH_1")
     if kind not in _LUSTRE_STEP_GIB:
         return [f"unknown DeploymentType {kind}"]
@@ -130,15 +158,24 @@ def lustre_problems(capacity: int, lustre: dict[str, Any]) -> list[str]:
     if kind == "PERSISTENT_2" and ("ImportPath" in lustre or "ExportPath" in lustre):
         problems.append("ImportPath and ExportPath are not supported for PERSISTENT_2; link "
                         "S3 with a data repository association")
+    if version is not None and version not in LUSTRE_VERSIONS:
+        problems.append(f"FileSystemTypeVersion {version} is not valid: one of "
+                        f"{', '.join(LUSTRE_VERSIONS)}")
+    elif version == "2.10" and kind == "PERSISTENT_2":
+        # botocore, CreateFileSystemLustreConfiguration.DeploymentType: "If you choose
+        # PERSISTENT_2, and you set FileSystemTypeVersion to 2.10, the CreateFileSystem
+        # operation fails."
+        problems.append("FileSystemTypeVersion 2.10 is not supported for PERSISTENT_2")
     return problems
 
 
 def _create_file_system(previous: Any) -> Any:
     def create_file_system(self: FSxBackend, client_request_token: str | None = None,
                             **kwargs: Any) -> FileSystem:
+        version = kwargs.get("file_system_type_version")
         if kwargs.get("file_system_type") == "LUSTRE":
             problems = lustre_problems(int(kwargs.get("storage_capacity") or 0),
-                                       kwargs.get("lustre_configuration") or {})
+                                       kwargs.get("lustre_configuration") or {}, version)
             if problems:
                 raise JsonRESTError("BadRequest", "; ".join(problems))
         with _LOCK:
@@ -148,6 +185,8 @@ def _create_file_system(previous: Any) -> Any:
                 if existing is not None:
                     return existing
             fs = previous(self, client_request_token=client_request_token, **kwargs)
+            if version:
+                TYPE_VERSION.set(fs, version)
             if client_request_token:
                 tokens[client_request_token] = fs.file_system_id
             return fs

@@ -38,6 +38,7 @@ from traingrid_node.metrics import (
     metrics_document,
 )
 from traingrid_node.preflight import PREFLIGHT_FILE, Thresholds, verdict
+from traingrid_node.status import EXIT_MOUNT
 
 # The seed's throughput: ~100k images/s on 160 V100s.
 IMAGES_PER_SECOND_PER_GPU = 625
@@ -67,6 +68,32 @@ def _file_system_by_dns(account_id: str, region: str, dns_name: str) -> Any:
         if fs.dns_name == dns_name:
             return fs
     return None
+
+
+# The nodes' Lustre client: the host kernel's module (Batch's Amazon Linux 2023 AMIs,
+# ECS_AL2023_NVIDIA and EKS_AL2023_NVIDIA) and the node image's mount.lustre (Ubuntu 24.04,
+# FSx's noble repository), both Lustre 2.15. FSx for Lustre User Guide, "Lustre file system
+# and client kernel compatibility": Amazon Linux 2023 and Ubuntu 24.04 clients are not
+# compatible with 2.10 file systems (FSx's default version, catalog.LUSTRE_VERSION).
+LUSTRE_CLIENT = "Amazon Linux 2023 / Ubuntu 24.04 (Lustre 2.15 client)"
+UNMOUNTABLE_LUSTRE_VERSIONS = frozenset({"2.10"})
+MOUNT_FAILS_AFTER_SECONDS = 30  # the node program's mount, before anything else
+MOUNT_EXIT_CODE = EXIT_MOUNT
+
+
+def mount_refusal(account_id: str, region: str, env: dict[str, str]) -> str | None:
+    """Why the node program's mount of the run's file system fails on every node, if it does:
+    its Lustre client cannot mount the file system's Lustre version."""
+    fs = _file_system_by_dns(account_id, region, env.get("FSX_DNS_NAME", ""))
+    if fs is None:
+        return None
+    version = fsx.type_version(fs)
+    if version not in UNMOUNTABLE_LUSTRE_VERSIONS:
+        return None
+    return (f"mount of {fs.dns_name}@tcp:/{env.get('FSX_MOUNT_NAME', '?')} failed: a "
+            f"{LUSTRE_CLIENT} cannot mount a Lustre {version} file system (FSx for Lustre "
+            "User Guide, \"Lustre file system and client kernel compatibility\"); create it "
+            "with FileSystemTypeVersion 2.15")
 
 
 def _number(env: dict[str, str], name: str, default: int) -> int:

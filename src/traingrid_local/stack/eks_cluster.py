@@ -22,7 +22,10 @@ def stand_up(emulator: Emulator) -> dict[str, str]:
             roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{DEMO_CLUSTER}-cluster",
             resourcesVpcConfig={"subnetIds": []},
             accessConfig={"authenticationMode": "API_AND_CONFIG_MAP"})
-    return {"EksClusterName": DEMO_CLUSTER, "EksNamespace": DEMO_NAMESPACE}
+    # The nodes' AMI pinned to the cluster's version; their DNS to CoreDNS in the VPC that
+    # emulator.deploy makes (10.20.0.0/16).
+    return {"EksClusterName": DEMO_CLUSTER, "EksNamespace": DEMO_NAMESPACE,
+            "EksKubernetesVersion": KUBERNETES_VERSION, "VpcCidr": "10.20.0.0/16"}
 
 
 def backend_problems(backend: str) -> list[str]:

@@ -8,9 +8,11 @@ waits, archive and cleanup are the same; only what SubmitJob overrides per node 
 - ``ecs``: ``containerOverrides`` (instance type, ``resourceRequirements`` GPU/VCPU/MEMORY,
   the command after the image's entrypoint);
 - ``eks``: the node's instance type on the node override (``instanceTypes``), and the pod's
-  container (``eksPropertiesOverride``): Kubernetes ``limits``/``requests`` (GPUs and EFA
-  interfaces through the NVIDIA and EFA device plugins), the command as ``args`` (a pod's
-  ``command`` would replace the image's entrypoint, the node program).
+  container (``eksPropertiesOverride``): Kubernetes ``limits``/``requests`` (``cpu``,
+  ``memory`` and GPUs through the NVIDIA device plugin: the resources Batch documents for an
+  EKS container; the privileged container sees the host's EFA devices, as on ECS), the
+  command as ``args`` (a pod's ``command`` would replace the image's entrypoint, the node
+  program), and sshd on a port of its own (the pod shares the host's network and port 22).
 
 The state machine picks its SubmitJob state by the plan's ``job.backend``; the template
 registers the matching job definition (``TrainingJobDefinition`` or
@@ -37,9 +39,20 @@ DEFAULT_BACKEND = Backend.ECS
 
 # The one container of a node's pod (the job definition's and the overrides' name for it).
 NODE_CONTAINER = "node"
-# Extended resources the cluster's device plugins advertise.
+# The resources Batch takes for an EKS container. Batch API, EksContainerResourceRequirements:
+# "The supported resources include memory, cpu, and nvidia.com/gpu" (the NVIDIA device
+# plugin's). Not the EFA device plugin's vpc.amazonaws.com/efa: the node's container is
+# privileged (it mounts Lustre), so it sees the host's EFA devices (/dev/infiniband) as the
+# ECS job's privileged container does, and Batch gives it the whole node (one pod a node).
 GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
+BATCH_EKS_RESOURCES = ("cpu", "memory", GPU_RESOURCE)
+# The pod is on the host's network (hostNetwork: the nodes meet on their hosts' addresses):
+# the node program's sshd, which mpirun's ssh reaches (traingrid_node's TRAINGRID_SSH_PORT:
+# sshd's Port and the job's ssh client configuration), listens on a port of its own, never
+# the host's sshd's 22. Inside the training security group, which lets its members reach
+# each other on every port.
+EKS_SSH_PORT = 2222
+SSH_PORTS = {Backend.ECS: 22, Backend.EKS: EKS_SSH_PORT}  # ECS: the task's own network
 # On a Kubernetes node, the kubelet's reserve and the daemon sets (device plugins, the FSx CSI
 # node or Lustre client, the CNI, kube-proxy, a log agent) take what ECS's agent does not: a
 # pod that asks for more than the node's allocatable is never scheduled, and the job waits in
@@ -91,9 +104,13 @@ def pod_resources(instance: InstanceType) -> PodResources:
         "memory": f"{pod_memory_mib(instance)}Mi",
         GPU_RESOURCE: str(instance.gpus),
     }
-    if instance.efa_interfaces:
-        limits[EFA_RESOURCE] = str(instance.efa_interfaces)
     return {"Limits": limits, "Requests": dict(limits)}
+
+
+def backend_environment(backend: Backend) -> dict[str, str]:
+    """What a node's environment says of its backend: the port of the node program's sshd
+    (on EKS's host network, not the host's 22)."""
+    return {"TRAINGRID_SSH_PORT": str(SSH_PORTS[backend])}
 
 
 def pod_shape(instance: InstanceType) -> PodShape:

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from traingrid.clock import iso
 from traingrid.errors import RequestInvalid
 from traingrid.training.attempts import first_attempt
-from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, launcher_for, pod_shape
+from traingrid.training.job_shape import (
+    DEFAULT_BACKEND,
+    Backend,
+    backend_environment,
+    launcher_for,
+    pod_shape,
+)
 from traingrid.training.sizing import (
     CAPACITY_HEADROOM,
     GIB,
@@ -26,6 +32,7 @@ from traingrid.training.sizing import (
 from traingrid.vocabulary.catalog import (
     FSX_DEFAULT_STORAGE_QUOTA_GIB,
     INSTANCE_TYPES,
+    LUSTRE_VERSION,
     is_valid_capacity,
     preflight_thresholds,
     resource_requirements,
@@ -163,7 +170,8 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int,
         "TRAINGRID_ATTEMPT": "1",
         # The trainer's pre-flight check and its thresholds for the instance type.
         "TRAINGRID_PREFLIGHT": json.dumps(preflight_thresholds(instance), sort_keys=True),
-    } | ({"TRAINGRID_PRELOAD_DIR": FSX_MOUNT_POINT} if request.fsx.preload else {})
+    } | ({"TRAINGRID_PRELOAD_DIR": FSX_MOUNT_POINT} if request.fsx.preload else {}
+         ) | backend_environment(backend)
 
 
 def min_nodes(request: TrainingRunRequest) -> int:
@@ -214,6 +222,7 @@ def plan_run(
             "bytes": dataset.bytes,
         },
         "file_system": {
+            "file_system_type_version": LUSTRE_VERSION,
             "storage_capacity_gib": capacity,
             "lustre_configuration": lustre_configuration(request, run, sizing),
             "client_request_token": client_request_token(run),

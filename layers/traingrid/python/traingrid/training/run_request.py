@@ -26,6 +26,7 @@ from traingrid.vocabulary.catalog import (
     DEFAULT_INSTANCE_TYPE,
     INSTANCE_TYPES,
     PERSISTENT_1_PER_UNIT_MB_S,
+    REFUSED_DEPLOYMENT_TYPES,
     DeploymentType,
     loader_shared_memory_mib,
     needs_own_ami,
@@ -205,7 +206,7 @@ class FsxOptions(_Strict):
         default=None,
         description="Storage capacity; by default sized to hold the dataset and to give the "
         "throughput the job reads it at (throughput grows with capacity), rounded up to a "
-        "valid increment (1200, 2400, then steps of 2400 GiB, or 3600 for SCRATCH_1).",
+        "valid increment (1200, 2400, then steps of 2400 GiB).",
     )
     per_unit_storage_throughput: Literal[PERSISTENT_1_PER_UNIT_MB_S] | None = Field(  # type: ignore[valid-type]
         default=None,
@@ -218,6 +219,13 @@ class FsxOptions(_Strict):
         "main node runs lfs hsm_restore and waits), rather than on each file's first read "
         "in the first epoch. traingrid plan shows how long either takes.",
     )
+
+    @field_validator("deployment_type", mode="before")
+    @classmethod
+    def _offered(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in REFUSED_DEPLOYMENT_TYPES:
+            raise ValueError(REFUSED_DEPLOYMENT_TYPES[value])
+        return value
 
     @model_validator(mode="after")
     def _throughput_of_persistent(self) -> Self:

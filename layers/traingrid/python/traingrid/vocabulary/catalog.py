@@ -145,11 +145,33 @@ def loader_shared_memory_mib(ranks: int, batch_size: int, image_size: int = IMAG
 
 
 class DeploymentType(StrEnum):
-    """FSx for Lustre deployment types that can be hydrated from S3 with ImportPath."""
+    """FSx for Lustre deployment types a run may ask for: those hydrated from S3 with
+    ImportPath. Not SCRATCH_1 (``REFUSED_DEPLOYMENT_TYPES``)."""
 
-    SCRATCH_1 = "SCRATCH_1"
     SCRATCH_2 = "SCRATCH_2"
     PERSISTENT_1 = "PERSISTENT_1"
+
+
+# Why a run may not ask for a deployment type that FSx still offers.
+REFUSED_DEPLOYMENT_TYPES = {
+    # FSx for Lustre User Guide, "Deployment options": "Scratch 2 and persistent file systems
+    # automatically encrypt data in transit" (SCRATCH_1 does not); "Data repository
+    # associations, automatic export, and support for multiple data repositories aren't
+    # available on FSx for Lustre 2.10 file systems or Scratch 1 file systems."
+    "SCRATCH_1": "SCRATCH_1 is not offered: it does not encrypt data in transit and is FSx's "
+                 "legacy scratch type; use SCRATCH_2 (the default: same price, in-transit "
+                 "encryption, 6x burst) or PERSISTENT_1",
+}
+
+# The Lustre version every run's file system is created at (CreateFileSystem's
+# FileSystemTypeVersion). botocore, CreateFileSystemRequest.FileSystemTypeVersion: "2.15 is
+# supported by all Lustre deployment types and is recommended for all new file systems.
+# Default value is 2.10" (SCRATCH_*, PERSISTENT_1). The nodes' Lustre clients (Amazon Linux
+# 2023 hosts, the Ubuntu 24.04 node image) cannot mount 2.10 (FSx for Lustre User Guide,
+# "Lustre file system and client kernel compatibility"). ImportPath and ExportPath still apply
+# at 2.15: botocore's CreateFileSystemLustreConfiguration refuses them only for PERSISTENT_2
+# and file systems with a data repository association, whatever the version.
+LUSTRE_VERSION = "2.15"
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,7 @@ class FsxTier:
 
 # Storage price per GB-month, us-east-1 (aws.amazon.com/fsx/lustre/pricing, SSD storage);
 # throughput per TiB from the FSx for Lustre User Guide ("Aggregate file system performance").
+# SCRATCH_1 stays priced for runs recorded before it was refused; sizing never picks it.
 FSX_TIERS: tuple[FsxTier, ...] = (
     FsxTier("SCRATCH_1", 200, 0.140),
     FsxTier("SCRATCH_2", 200, 0.140, burst_mb_s_per_tib=1300),
@@ -239,9 +262,9 @@ def largest_capacity_within(deployment_type: str, limit_gib: int) -> int:
 
 
 def capacity_step_gib(deployment_type: str) -> int:
-    """Above 2400 GiB, capacity grows in steps of 3600 (SCRATCH_1) or 2400 GiB (others,
-    PERSISTENT_2 included)."""
-    return 3600 if deployment_type == DeploymentType.SCRATCH_1 else 2400
+    """Above 2400 GiB, capacity grows in steps of 3600 (SCRATCH_1, which no run asks for) or
+    2400 GiB (the others, PERSISTENT_2 included)."""
+    return 3600 if deployment_type == "SCRATCH_1" else 2400
 
 
 def is_valid_capacity(deployment_type: str, gib: int) -> bool:

@@ -46,6 +46,7 @@ class PlanDataset(TypedDict):
 class PlanFileSystem(TypedDict):
     """CreateFileSystem's parameters that the plan decides."""
 
+    file_system_type_version: str  # catalog.LUSTRE_VERSION
     storage_capacity_gib: int
     lustre_configuration: dict[str, Any]
     client_request_token: str

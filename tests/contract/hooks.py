@@ -23,11 +23,8 @@ from typing import Any
 import schemathesis
 from schemathesis.generation import GenerationMode
 
-from traingrid.training.run_request import (
-    TrainingRunRequest,
-    dataset_problems,
-    mpi_params_problems,
-)
+from traingrid.training.mpi_params import mpi_params_problems
+from traingrid.training.run_request import TrainingRunRequest, dataset_problems
 from traingrid_local.emulator.deploy import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default

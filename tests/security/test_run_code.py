@@ -18,13 +18,12 @@ from tests.integration.conftest import emulated, finish, run_scenario  # noqa: F
 from traingrid.errors import CommandNotPermitted, RequestInvalid
 from traingrid.settings import Settings
 from traingrid.training import plan_step
-from traingrid.training.run_request import (
-    DEFAULT_EXTRA_MPI_PARAMS,
+from traingrid.training.mpi_params import (
     MPI_PARAMS_PATTERN,
     MPI_VARIABLE_REFUSED_WORDS,
-    TrainingRunRequest,
     mpi_params_problems,
 )
+from traingrid.training.run_request import DEFAULT_EXTRA_MPI_PARAMS, TrainingRunRequest
 from traingrid.training.trigger import request_from_manifest
 from traingrid.validation import parse
 from traingrid_local.api.server import API_FUNCTION, api_routes, lambda_invoker, proxy_event

@@ -107,14 +107,16 @@ def test_the_template_passes_its_ami_to_the_compute_environment_and_the_function
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert variables["TRAINING_IMAGE_ID_OVERRIDDEN"] == {
         "Fn::If": ["OverridesImageId", "true", "false"]}
-    resources = template["Resources"]["TrainingComputeEnvironment"]["Properties"][
-        "ComputeResources"]
-    eks, ecs = resources["Ec2Configuration"]["Fn::If"][1:]
-    assert eks == [{"ImageType": "EKS_AL2023_NVIDIA"}]
-    assert ecs == {"Fn::If": ["OverridesImageId",
-                              [{"ImageType": {"Ref": "ImageIdOverrideType"},
-                                "ImageIdOverride": {"Ref": "ImageIdOverride"}}],
-                              {"Ref": "AWS::NoValue"}]}
+    # Both compute environments (with EFA types and without) launch the same AMI.
+    for name in ("TrainingComputeEnvironment", "TrainingComputeEnvironmentWithoutEfa"):
+        resources = template["Resources"][name]["Properties"]["ComputeResources"]
+        eks, ecs = resources["Ec2Configuration"]["Fn::If"][1:]
+        assert [{k: v for k, v in eks[0].items() if k != "ImageKubernetesVersion"}] == [
+            {"ImageType": "EKS_AL2023_NVIDIA"}]
+        assert ecs == {"Fn::If": ["OverridesImageId",
+                                  [{"ImageType": {"Ref": "ImageIdOverrideType"},
+                                    "ImageIdOverride": {"Ref": "ImageIdOverride"}}],
+                                  {"Ref": "AWS::NoValue"}]}
     assert set(template["Parameters"]["ImageIdOverrideType"]["AllowedValues"]) == {
         "ECS_AL2023_NVIDIA", "ECS_AL2_NVIDIA"}
     rule = template["Rules"]["ImageIdOverrideIsForEcs"]

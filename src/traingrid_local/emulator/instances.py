@@ -146,3 +146,8 @@ def refuse_types_the_ami_lacks() -> None:
     """Batch refuses compute environments whose AMI cannot launch their types."""
     PATCHES.wrap(BatchBackend, "_validate_compute_resources", _refuse_on_create)
     PATCHES.wrap(BatchBackend, "update_compute_environment", _refuse_on_update)
+
+
+def apply() -> None:
+    add_p3_instance_types()
+    refuse_types_the_ami_lacks()

@@ -27,6 +27,7 @@ from traingrid_local.emulator import (
     fault_injection,
     fsx,
     fsx_quota,
+    instances,
     lambda_inprocess,
     rds,
     s3,
@@ -67,8 +68,8 @@ MOTO_CONFIG: DefaultConfig = {
 # returns its file system before the quota counts it.
 ADAPTATIONS = (stores, sfn_stack, cloudformation, lambda_inprocess, sfn_integrations, sfn_clock,
                sfn_catch, sfn_faults, sfn_events, sfn_stop, sfn_history, events, s3, fsx_quota,
-               fsx, batch, batch_environments, batch_pods, capacity, sagemaker, throttling,
-               account, rds)
+               fsx, instances, batch, batch_environments, batch_pods, capacity, sagemaker,
+               throttling, account, rds)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

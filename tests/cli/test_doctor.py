@@ -340,9 +340,14 @@ def test_subnets_without_room_for_the_nodes_or_outside_the_vpc_are_blockers(acco
     (blocker,) = lines(result, "BLOCKER")
     # The widest of the default types: p4d.24xlarge's 4 EFA interfaces each have an address,
     # and the multi-node task's interface one more.
-    assert ("us-east-1a has 11 free addresses; 20 × p4d.24xlarge nodes take 100 addresses in "
-            "one zone (5 a node: 4 interface(s) with an address and the multi-node task's own)"
-            ) in blocker
+    assert (f"the first training subnet {small} (us-east-1a), where every node launches, has 11 "
+            "free addresses; 20 × p4d.24xlarge nodes take 100 addresses (5 a node: 4 "
+            "interface(s) with an address and the multi-node task's own)") in blocker
+    # A larger subnet after it in the same zone does not help: the nodes launch in the first.
+    large = account.subnet("10.30.10.0/24", "a")
+    result = account.doctor(subnets=[small, large])
+    assert result.exit_code == 1 and "has 11 free addresses" in lines(result, "BLOCKER")[0]
+    assert account.doctor(subnets=[large, small]).exit_code == 0
     other_vpc = account.client("ec2").create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
     stray = account.subnet("10.40.1.0/24", "a", other_vpc)
     result = account.doctor(subnets=[account.subnets[0], stray])
@@ -470,12 +475,12 @@ def test_a_p5_node_takes_the_address_of_its_one_efa_with_ena_interface_not_32(ac
     account.healthy()
     subnet = account.subnet("10.30.9.0/26", "a")  # 59 free
     p5 = account.doctor("--parameter", "TrainingInstanceTypes=p5.48xlarge", subnets=[subnet])
-    assert ("us-east-1a has 59 free addresses ≥ 40: 20 × p5.48xlarge nodes take 40 addresses in "
-            "one zone (2 a node: 1 interface(s) with an address of 32 and the multi-node "
-            "task's own)") in "".join(lines(p5, "ok"))
+    assert ("(us-east-1a), where every node launches, has 59 free addresses ≥ 40: 20 × "
+            "p5.48xlarge nodes take 40 addresses (2 a node: 1 interface(s) with an address of 32 "
+            "and the multi-node task's own)") in "".join(lines(p5, "ok"))
     p4d = account.doctor("--parameter", "TrainingInstanceTypes=p4d.24xlarge", subnets=[subnet])
     assert p4d.exit_code == 1
-    assert "20 × p4d.24xlarge nodes take 100 addresses in one zone" in \
+    assert "20 × p4d.24xlarge nodes take 100 addresses" in \
         lines(p4d, "BLOCKER")[0]
 
 

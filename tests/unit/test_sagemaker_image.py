@@ -55,6 +55,16 @@ def test_sagemakers_train_starts_through_the_ngc_entrypoint() -> None:
     assert ["test", "-x", NGC_ENTRYPOINT] in runs
 
 
+def test_batchs_nodes_start_the_node_program_through_the_ngc_entrypoint() -> None:
+    """The node image (every Batch job) starts as Batch starts it (the job definition's command
+    after the image's ENTRYPOINT), through NGC's entrypoint too, which execs the node program."""
+    node = instructions(ROOT / "containers" / "mnp" / "Dockerfile")
+    entrypoint = exec_form(last(node, "ENTRYPOINT"))
+    assert entrypoint == [NGC_ENTRYPOINT, "python3", "-m", "traingrid_node"]
+    runs = [shlex.split(rest) for word, rest in node if word == "RUN"]
+    assert ["test", "-x", NGC_ENTRYPOINT] in runs
+
+
 def test_the_training_job_keeps_the_images_entrypoint() -> None:
     """CreateTrainingJob's AlgorithmSpecification.ContainerEntrypoint would replace it."""
     request = create_request(

@@ -3,7 +3,6 @@ AWS's APIs in every region (a NAT gateway), and the database's subnets' zones.""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,8 +54,9 @@ def addresses_per_node(needs: Needs, instance_type: str) -> tuple[int, str]:
 
 
 def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
-    """The VPC and the training subnets: they exist, in that VPC, and one zone has the
-    addresses every node takes (a cluster placement group keeps a job's nodes in one zone)."""
+    """The VPC and the training subnets: they exist, in that VPC, and the first, where every
+    node launches (and a cluster placement group keeps a job's nodes), has the addresses
+    every node takes."""
     name = "network"
     if not needs.vpc_id or not needs.subnet_ids:
         yield Finding(name, WARNING, (
@@ -89,26 +89,26 @@ def network(needs: Needs, aws: Aws) -> Iterator[Finding]:
                 "every training subnet must be in the VPC"))
     if problems:
         return
-    free_by_zone: dict[str, int] = defaultdict(int)
-    for subnet_id in needs.subnet_ids:
-        subnet = subnets[subnet_id]
-        free_by_zone[subnet["AvailabilityZone"]] += int(subnet["AvailableIpAddressCount"])
-    zone, free = max(free_by_zone.items(), key=lambda item: item[1])
+    # Every node launches in the first training subnet (the compute environments' Subnets,
+    # the file systems' subnet), and a multi-node task's interface is "created in the same VPC
+    # subnet as its host compute resource" (AWS Batch User Guide): its free addresses count.
+    first = subnets[needs.subnet_ids[0]]
+    zone, free = first["AvailabilityZone"], int(first["AvailableIpAddressCount"])
     cidrs = ", ".join(a["CidrBlock"] for a in vpc.get("CidrBlockAssociationSet", [])
                       ) or vpc.get("CidrBlock", "")
-    summary = (f"VPC {needs.vpc_id} ({cidrs}), subnets in "
-               f"{', '.join(sorted(free_by_zone))}; {zone} has {free} free addresses")
+    summary = (f"VPC {needs.vpc_id} ({cidrs}); the first training subnet {first['SubnetId']} "
+               f"({zone}), where every node launches, has {free} free addresses")
     # The type whose nodes take the most addresses (a run may ask for any the stack allows).
     per_node, why, widest = max(
         ((*addresses_per_node(needs, t), t) for t in needs.instance_types or ["a node"]),
         key=lambda found: found[0])
     needed = needs.nodes * per_node
-    takes = (f"{needs.nodes} × {widest} nodes take {needed} addresses in one zone "
+    takes = (f"{needs.nodes} × {widest} nodes take {needed} addresses "
              f"({per_node} a node: {why})")
     if free < needed:
         yield Finding(name, BLOCKER, (
-            f"{summary}; {takes}: add a larger subnet in one zone to TrainingSubnetIds, or run "
-            "fewer nodes"))
+            f"{summary}; {takes}: put a larger subnet first in TrainingSubnetIds, or run fewer "
+            "nodes"))
     else:
         yield Finding(name, OK, f"{summary} ≥ {needed}: {takes}")
     yield from _database_subnets(needs, aws)

@@ -138,23 +138,24 @@ def _error(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 def test_a_job_moves_through_its_secondary_statuses_to_completed(
     start_emulator: StartEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 200 simulated seconds per real second: each status lasts a real second, long enough to be
-    # seen by a poll even when the machine is busy.
+    # Each status lasts 200 simulated seconds; the test holds the clock while it looks and lets
+    # it run 50 simulated seconds at a time (a waiter's deadline stops the clock until it has
+    # woken), so no status passes unseen however slow the machine.
     for phase in ("STARTING", "DOWNLOADING", "TRAINING", "UPLOADING"):
         monkeypatch.setattr(sagemaker, f"{phase}_SECONDS", 200)
-    emulator = start_emulator(speed=200)
+    emulator = start_emulator()
     _bucket(emulator, "us-east-1")
-    _create(emulator, "resnet50-run-1")
     seen: list[tuple[str, str]] = []
-
-    def ended() -> bool:
-        job = _describe(emulator, "resnet50-run-1")
-        state = (job["TrainingJobStatus"], job["SecondaryStatus"])
-        if not seen or seen[-1] != state:
-            seen.append(state)
-        return state[0] in sagemaker.TERMINAL
-
-    wait_until(ended, interval=0.01, what="the training job to end")
+    with CLOCK.paused():
+        _create(emulator, "resnet50-run-1")
+        for _ in range(100):
+            job = _describe(emulator, "resnet50-run-1")
+            state = (job["TrainingJobStatus"], job["SecondaryStatus"])
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state[0] in sagemaker.TERMINAL:
+                break
+            CLOCK.wait(50)
 
     assert seen == [("InProgress", "Starting"), ("InProgress", "Downloading"),
                     ("InProgress", "Training"), ("InProgress", "Uploading"),

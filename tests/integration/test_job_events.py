@@ -40,8 +40,9 @@ def test_a_lost_event_costs_at_most_one_janitor_interval(run_scenario):
     run = outcome.execution
     assert run["status"] == "SUCCEEDED"
     # The janitor's pass found the wait's job SUCCEEDED and completed the wait, as the event
-    # would have: not the wait's own timeout, a day on.
-    assert 0 < run["cleanup"]["lag_s"] <= JANITOR_INTERVAL_S + 60
+    # would have: not the wait's own timeout, a day on. (A pass may fall on the job's very
+    # end, a lag of 0: which of the two ended the wait the calls below say.)
+    assert 0 <= run["cleanup"]["lag_s"] <= JANITOR_INTERVAL_S + 60
     janitor = outcome.stack.resources["JanitorFunction"]
     assert "states:SendTaskSuccess" in outcome.calls[janitor]
     assert outcome.report["leaked_resources"] == []

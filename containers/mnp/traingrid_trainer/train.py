@@ -31,6 +31,11 @@ from traingrid_trainer.world import World, detect_world
 EXIT_FAILED_RANK = 3
 EXIT_NO_DATA = 66  # EX_NOINPUT
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+# A rank whose peer is gone fails this much later: mpirun reports the first rank to exit, and
+# the job's status must be the failed rank's own (3 for --fail_rank, 66 for missing data, ...),
+# not its peers' echo of it ("Connection closed by peer"), which races it.
+PEER_LOST_GRACE_S = 5.0
+PEER_LOST_SIGNS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 Batches = data.Batches
 
@@ -247,6 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except data.MissingData as exc:
         log(world, f"error: {exc}", every_rank=True)
         return EXIT_NO_DATA
+    except RuntimeError as exc:
+        if world.size > 1 and any(sign in str(exc) for sign in PEER_LOST_SIGNS):
+            log(world, f"a peer rank is gone ({str(exc).splitlines()[0][:200]}); failing in "
+                       f"{PEER_LOST_GRACE_S:g} s, so the job ends with that rank's own status",
+                every_rank=True)
+            time.sleep(PEER_LOST_GRACE_S)
+        raise
     finally:
         if world.size > 1 and dist.is_initialized():
             dist.destroy_process_group()

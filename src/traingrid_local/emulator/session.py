@@ -145,7 +145,8 @@ class Emulator:
         # emulator sessions, with their parsed service models; the recording is not.
         if boto3.DEFAULT_SESSION is None:
             boto3.setup_default_session()
-        for botocore_session in (clients.session(), boto3.DEFAULT_SESSION._session):
+        for botocore_session in (clients.session(), clients.listing_session(),
+                                 boto3.DEFAULT_SESSION._session):
             PATCHES.event_handler(botocore_session, "before-call", lambda_inprocess.record_call,
                                   RECORD_CALLS)
         lambda_inprocess.reset()

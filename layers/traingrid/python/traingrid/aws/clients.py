@@ -29,9 +29,28 @@ def client(service: str, region: str | None = None) -> Any:
                                    config=Config(retries=dict(RETRIES)))
 
 
+@cache
+def listing_session() -> botocore.session.Session:
+    """A session whose parser leaves timestamps as text, for listing large prefixes: a
+    1,000-key ListObjectsV2 page parses in about a third of the time (LastModified is not
+    read there). The AWS CLI's ``cli_timestamp_format = none`` sets the same parser default.
+    Its own session, so every other client keeps parsed timestamps."""
+    listing = botocore.session.get_session()
+    listing.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
+    return listing
+
+
+@cache
+def listing_client(region: str | None = None) -> Any:
+    """S3, from ``listing_session``."""
+    return listing_session().create_client("s3", region_name=region,
+                                           config=Config(retries=dict(RETRIES)))
+
+
 def reset() -> None:
     """Forget cached clients (after the endpoint or credentials change, e.g. in tests)."""
     client.cache_clear()
+    listing_client.cache_clear()
 
 
 def home_region() -> str:

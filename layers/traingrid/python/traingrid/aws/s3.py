@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from traingrid.aws.client_errors import translated
-from traingrid.aws.clients import client
+from traingrid.aws.clients import client, listing_client
 from traingrid.errors import ResourceNotFound
 from traingrid.validation import load_json
 
@@ -26,6 +26,43 @@ def objects_under(bucket: str, prefix: str, region: str | None = None, after: st
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix, **start):
             for item in page.get("Contents", []):
                 yield {"key": item["Key"], "size": item["Size"], "etag": item["ETag"].strip('"')}
+
+
+@dataclass(frozen=True)
+class ListPage:
+    """One ListObjectsV2 page: its objects as (key, size), its common prefixes, and the token
+    of the next page (None on the last)."""
+
+    objects: list[tuple[str, int]]
+    prefixes: list[str]
+    next_token: str | None
+
+
+def lister(region: str | None = None, max_keys: int = 1000) -> Callable[..., ListPage]:
+    """``list_page`` bound to one client, made here: a caller that lists from several threads
+    shares it (botocore's clients are thread-safe, creating one is not)."""
+    s3 = listing_client(region)
+
+    def list_page(bucket: str, prefix: str, *, delimiter: str = "", start_after: str = "",
+                  token: str | None = None) -> ListPage:
+        # ListObjectsV2: at most 1,000 keys a page (MaxKeys); NextContinuationToken while
+        # IsTruncated; StartAfter "can be any key in the bucket" and is where listing starts;
+        # with a Delimiter, CommonPrefixes group the keys up to it and "is filtered out from
+        # results if it is not lexicographically greater than the StartAfter value".
+        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if delimiter:
+            args["Delimiter"] = delimiter
+        if token:
+            args["ContinuationToken"] = token
+        elif start_after:
+            args["StartAfter"] = start_after
+        with translated("S3", "ListObjectsV2"):
+            page = s3.list_objects_v2(**args)
+        return ListPage([(o["Key"], o["Size"]) for o in page.get("Contents", [])],
+                        [p["Prefix"] for p in page.get("CommonPrefixes", [])],
+                        page.get("NextContinuationToken") if page.get("IsTruncated") else None)
+
+    return list_page
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,9 @@ def test_a_run_started_another_way_with_a_command_fails_its_plan(monkeypatch):
     assert [p["pointer"] for p in refused.value.problems] == ["/extra_mpi_params"]
     # Where the stack takes commands, the plan goes on (to size the dataset).
     sized = []
-    monkeypatch.setattr(plan_step, "measure_dataset",
-                        lambda bucket, prefix: sized.append(prefix) or plan_step.DatasetSize(1, 1))
+    monkeypatch.setattr(plan_step, "size_part",
+                        lambda bucket, prefix, *_: (None, sized.append(prefix)
+                                                       or plan_step.DatasetSize(1, 1)))
     _plan({"dataset": DATASET, "command": ["python3", "train.py"]}, allow=True)
     assert sized == ["imagenet2012/resized/"]
 

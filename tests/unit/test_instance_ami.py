@@ -70,8 +70,8 @@ def test_a_stack_with_its_own_ami_or_on_eks_runs_p3() -> None:
 
 
 def test_the_plan_step_refuses_p3_on_a_stack_without_an_ami_of_its_own(monkeypatch) -> None:
-    monkeypatch.setattr(plan_step, "measure_dataset",
-                        lambda bucket, prefix: DatasetSize(objects=10, bytes=10**9))
+    monkeypatch.setattr(plan_step, "size_part",
+                        lambda bucket, prefix, *_: (None, DatasetSize(objects=10, bytes=10**9)))
     event = {"run": "r", "execution_arn": "arn",
              "request": {"dataset": DATASET, "instance_type": "p3.16xlarge"}}
     with pytest.raises(RequestInvalid) as refused:

@@ -138,7 +138,7 @@ def test_an_explicit_deployment_type_is_sized_in_its_own_increments():
 
 def test_the_plan_step_logs_a_file_system_that_starves_the_job(monkeypatch):
     warned = []
-    monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
+    monkeypatch.setattr(plan_step, "size_part", lambda bucket, prefix, *_: (None, IMAGENET))
     monkeypatch.setattr(plan_step.logger, "warning",
                         lambda message, *args, extra: warned.append((message % args, extra)))
     settings = Settings(data_bucket="bkt", fsx_storage_quota_gib=UNBOUNDED)
@@ -170,7 +170,7 @@ def test_the_file_system_stays_within_the_accounts_fsx_quota_and_names_the_incre
 
 
 def test_the_plan_step_sizes_within_the_stacks_fsx_quota(monkeypatch):
-    monkeypatch.setattr(plan_step, "measure_dataset", lambda bucket, prefix: IMAGENET)
+    monkeypatch.setattr(plan_step, "size_part", lambda bucket, prefix, *_: (None, IMAGENET))
     monkeypatch.setattr(plan_step.logger, "warning", lambda *args, **kwargs: None)
     event = {"run": "r", "execution_arn": "arn", "request": {"dataset": "s3://bkt/imagenet/"}}
     settings = Settings.from_env({"DATA_BUCKET": "bkt", "FSX_STORAGE_QUOTA_GIB": "24000"})

@@ -99,6 +99,9 @@ class Settings(EnvSettings):
     # Whether the ECS compute environment launches an AMI of the stack's own (ImageIdOverride)
     # instead of Batch's ECS_AL2023_NVIDIA, which does not support p3 and g3 types.
     training_image_id_overridden: bool = env("TRAINING_IMAGE_ID_OVERRIDDEN", default=False)
+    # ListObjectsV2 pages one call of the Plan step (or one API request) may list while it
+    # sizes a dataset; its time is bounded by the function's own (``training.plan_step``).
+    plan_list_pages: int = env("PLAN_LIST_PAGES", default=20_000, ge=1)
 
     @property
     def allowed_instance_types(self) -> tuple[str, ...] | None:

@@ -13,12 +13,16 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import Router
 
 from traingrid import clock
-from traingrid.api.http import json_body, query, submitted
+from traingrid.api.http import json_body, json_response, query, submitted
 from traingrid.api.idempotency import Submissions, key_of
 from traingrid.errors import CommandNotPermitted
 from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import start, training_submission
 from traingrid.settings import ApiSettings
+
+
+def planned(status: int, body: dict[str, Any]) -> Response:
+    return json_response(status, body, {"Location": body["next"]} if status == 202 else None)
 
 
 def router(settings: ApiSettings, submissions: Submissions) -> Router:
@@ -60,12 +64,21 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
         return submitted(result)
 
     @routes.post("/plans")
-    def plan_run() -> dict[str, Any]:
+    def plan_run() -> Response:
         """A dry run: the plan a request would get (file system, epoch time, cost), starting
-        nothing."""
+        nothing; 202 with the GET that goes on while a large dataset is still being listed."""
         from traingrid.training.plan_step import plan_request
 
-        return plan_request(json_body(routes.current_event.body), settings)
+        return planned(*plan_request(json_body(routes.current_event.body), settings,
+                                     routes.lambda_context.get_remaining_time_in_millis()))
+
+    @routes.get("/plans/<token>")
+    def follow_plan(token: str) -> Response:
+        from traingrid.training.plan_step import plan_request
+
+        return planned(*plan_request(None, settings,
+                                     routes.lambda_context.get_remaining_time_in_millis(),
+                                     token))
 
     @routes.get("/runs")
     def list_runs() -> dict[str, Any]:

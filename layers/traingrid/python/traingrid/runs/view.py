@@ -94,11 +94,13 @@ def _exits(events: list[dict[str, Any]], states: tuple[str, ...] | None = None
     return found
 
 
-def _plan(events: list[dict[str, Any]], state: str) -> dict[str, Any]:
-    """The ``plan`` that the planning state (``Plan``, ``PlanFanout``) added to the run."""
-    for _, output in _exits(events, (state,)):
-        if isinstance(output, dict) and isinstance(output.get("plan"), dict):
-            return output["plan"]
+def _plan(events: list[dict[str, Any]], states: tuple[str, ...]) -> dict[str, Any]:
+    """The ``plan`` that the planning states (``Plan`` and its ``MeasureDataset`` loop,
+    ``PlanFanout``) added to the run: the finished one, not a measurement in progress."""
+    for _, output in _exits(events, states):
+        plan = output.get("plan") if isinstance(output, dict) else None
+        if isinstance(plan, dict) and "measuring" not in plan:
+            return plan
     return {}
 
 
@@ -175,7 +177,8 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
     ended = description.get("stopDate") or clock.service_now()
     found = visits(events)
     states, earlier = timeline(found, description["startDate"], description["status"], ended)
-    plan = _plan(events, "Plan" if pipeline == TRAINING_RUN else "PlanFanout")
+    plan = _plan(events, ("Plan", "MeasureDataset") if pipeline == TRAINING_RUN
+                 else ("PlanFanout",))
     view |= {
         "current_state": current_state(events),
         "error": description.get("error"),

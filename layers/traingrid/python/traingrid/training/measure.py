@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 from traingrid.aws import s3
 from traingrid.errors import DatasetNotFound, RequestInvalid
 from traingrid.training.sizing import DatasetSize
+from traingrid.vocabulary.training_run import Measuring
 
 # Threads listing folders at once: S3 serves at least 5,500 GET/HEAD requests a second per
 # partitioned prefix (Amazon S3 User Guide, "Best practices design patterns"); 16 lists in flight
@@ -40,16 +40,6 @@ WORKERS = 16
 DELIMITER = "/"
 # ListObjectsV2's MaxKeys: "By default, the action returns up to 1,000 key names", its most.
 PAGE_KEYS = 1000
-
-
-class Measuring(TypedDict):
-    """Where a dataset's measurement stands: every key up to ``after`` counted."""
-
-    objects: int
-    bytes: int
-    pages: int  # ListObjectsV2 calls, over every part
-    parts: int  # calls of ``measure_part``
-    after: str  # the last key counted ("" before the first)
 
 
 @dataclass

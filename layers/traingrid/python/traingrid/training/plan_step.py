@@ -1,6 +1,13 @@
 """The TrainingRun's Plan step: validate the request, size the dataset in S3, plan the run.
 Only the Plan function loads the request models.
 
+A dataset is sized a bounded part at a time (``training.measure``): one call lists until its
+function has ``MARGIN_S`` left (or its page budget is spent) and, if the listing is not done,
+returns ``{"measuring": ...}``, which the state machine's MeasureDataset loop passes back.
+``POST /plans`` does the same within API Gateway's 29 s: 200 with the plan, or 202 with a
+``GET /plans/{token}`` that lists on from where it stopped (the token holds the request and the
+progress, nothing else: each GET validates the request again).
+
 The step takes PlanRunEvent (a TypedDict: the execution's name and ARN, which Step Functions
 fills in, and the request as sent) and returns the RunPlan. The request, the one untrusted
 part, is parsed once with the TrainingRunRequest model (pydantic, as Powertools' parser does,
@@ -8,12 +15,16 @@ but reporting every problem as RequestInvalid); the plan is made from the model.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from traingrid import clock
-from traingrid.aws import s3
-from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
+from traingrid.errors import CommandNotPermitted, RequestInvalid
 from traingrid.observability import logger
+from traingrid.training import measure
 from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.run_request import (
@@ -22,25 +33,42 @@ from traingrid.training.run_request import (
     require_runnable_here,
 )
 from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
-from traingrid.vocabulary.training_run import PlanRunEvent, RunPlan
+from traingrid.vocabulary.training_run import Measuring, MeasuringPlan, PlanRunEvent, RunPlan
 
 if TYPE_CHECKING:
     from traingrid.settings import Settings
 
 
+# What a call leaves itself after listing: to plan and answer (the Plan step's 60 s), or
+# to answer before API Gateway's 29 s integration timeout (the API function's own is 29 s).
+MARGIN_S = 15.0
+API_MARGIN_S = 9.0
+# The most a plan's token inflates to: a request and one key.
+TOKEN_BYTES = 64 * 1024
+
+
 def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
-    objects = total = 0
-    for item in s3.objects_under(bucket, prefix):
-        objects += 1
-        total += item["size"]
-    if not objects:
-        raise DatasetNotFound(
-            f"No objects under s3://{bucket}/{prefix}: upload the dataset there first."
-        )
-    return DatasetSize(objects, total)
+    """The whole dataset's size, however long it takes (the CLI's local plans)."""
+    progress: Measuring | None = None
+    while True:
+        progress, size = measure.measure(bucket, prefix, measure.budget_for(10**9, 3600),
+                                         progress)
+        if size is not None:
+            return size
 
 
-def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
+def _budget(settings: Settings, remaining_ms: int, margin_s: float) -> measure.Budget:
+    return measure.budget_for(settings.plan_list_pages, remaining_ms / 1000 - margin_s)
+
+
+def size_part(bucket: str, prefix: str, budget: measure.Budget, progress: Measuring | None
+              ) -> tuple[Measuring, DatasetSize | None]:
+    """One part of the dataset's listing, and its size once listed (``measure.measure``)."""
+    return measure.measure(bucket, prefix, budget, progress)
+
+
+def plan(event: PlanRunEvent, settings: Settings, remaining_ms: int = 60_000
+         ) -> RunPlan | MeasuringPlan:
     # Whoever may start an execution can send any request: a command only where the stack
     # takes them (manifests are refused one earlier, by the trigger).
     try:
@@ -52,11 +80,17 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib,
                           launches_p3_and_g3=settings.launches_p3_and_g3)
+    progress, dataset = size_part(request.bucket, request.prefix,
+                                  _budget(settings, remaining_ms, MARGIN_S),
+                                  event.get("measuring"))
+    if dataset is None:
+        logger.info("dataset listed in part", extra={"measuring": progress})
+        return {"measuring": progress}
     planned = plan_run(
         request,
         run=event["run"],
         execution_arn=event["execution_arn"],
-        dataset=measure_dataset(request.bucket, request.prefix),
+        dataset=dataset,
         now=clock.now(),
         backend=backend_of(settings.training_backend),
         fsx_quota_gib=settings.fsx_storage_quota_gib,
@@ -82,12 +116,51 @@ def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None,
     return plan_view(planned)
 
 
-def plan_request(body: Any, settings: Settings) -> dict[str, Any]:
-    """``POST /plans``: a request as ``POST /runs`` takes it (a command too: nothing runs),
-    checked against this stack, planned on the dataset as it is now."""
+def plan_request(body: Any, settings: Settings, remaining_ms: int = 29_000,
+                 token: str | None = None) -> tuple[int, dict[str, Any]]:
+    """``POST /plans`` (``body``) and ``GET /plans/{token}``: a request as ``POST /runs``
+    takes it (a command too: nothing runs), checked against this stack, planned on the
+    dataset as it is now. (200, the plan) once the dataset is listed, else (202, how far the
+    listing is and the GET that goes on)."""
+    progress: Measuring | None = None
+    if token is not None:
+        body, progress = _read_token(token)
     request = parse_request(body, commands=True, sent_as="POST /plans")
     require_runnable_here(request, settings.data_bucket, settings.allowed_instance_types,
                           settings.node_shared_memory_mib,
                           launches_p3_and_g3=settings.launches_p3_and_g3)
-    return dry_run(request, backend=backend_of(settings.training_backend),
-                   fsx_quota_gib=settings.fsx_storage_quota_gib)
+    progress, dataset = size_part(request.bucket, request.prefix,
+                                  _budget(settings, remaining_ms, API_MARGIN_S), progress)
+    if dataset is None:
+        following = _token(body, progress)
+        return 202, {"status": "MEASURING", "dataset": {
+            "uri": request.dataset, "objects_so_far": progress["objects"],
+            "bytes_so_far": progress["bytes"], "pages": progress["pages"],
+            "parts": progress["parts"]}, "next": f"/plans/{following}"}
+    return 200, dry_run(request, dataset, backend=backend_of(settings.training_backend),
+                        fsx_quota_gib=settings.fsx_storage_quota_gib)
+
+
+def _token(body: Any, progress: Measuring) -> str:
+    document = json.dumps({"request": body, "measuring": progress}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(zlib.compress(document.encode(), 9)).decode().rstrip("=")
+
+
+def _read_token(token: str) -> tuple[Any, Measuring]:
+    try:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)),
+                                 TOKEN_BYTES)
+        if inflate.unconsumed_tail:
+            raise ValueError("too large")
+        document = json.loads(raw)
+        progress = document["measuring"]
+        checked: Measuring = {
+            "objects": int(progress["objects"]), "bytes": int(progress["bytes"]),
+            "pages": int(progress["pages"]), "parts": int(progress["parts"]),
+            "after": str(progress["after"])}
+        return document["request"], checked
+    except (binascii.Error, zlib.error, ValueError, KeyError, TypeError):
+        raise RequestInvalid([{"pointer": "", "message": (
+            "this is not a plan's token: follow the 'next' of a 202 from POST /plans")}],
+            "GET /plans/{token}") from None

@@ -203,13 +203,33 @@ class TrainingJobState(TypedDict):
     preflight: NotRequired[str | None]
 
 
+class Measuring(TypedDict):
+    """Where sizing a dataset stands (``training.measure``): every key up to ``after``, in
+    S3's order, counted; a few numbers and one key, however large the dataset."""
+
+    objects: int
+    bytes: int
+    pages: int  # ListObjectsV2 calls, over every part
+    parts: int  # calls that listed a part
+    after: str  # the last key counted ("" before the first)
+
+
+class MeasuringPlan(TypedDict):
+    """Plan's output while the dataset is still being listed: the MeasureDataset loop
+    passes it back."""
+
+    measuring: Measuring
+
+
 class PlanRunEvent(TypedDict):
     """Plan's input: the request as the execution's input holds it (anyone allowed to start
-    an execution sends what they like: the Plan step validates it) and the execution."""
+    an execution sends what they like: the Plan step validates it) and the execution; in the
+    MeasureDataset loop, where the dataset's listing stands."""
 
     request: Any
     run: str  # the execution's name
     execution_arn: str
+    measuring: NotRequired[Measuring]
 
 
 class AwaitTrainingJobEvent(TypedDict):

@@ -24,9 +24,11 @@ def session() -> botocore.session.Session:
 
 
 @cache
-def client(service: str, region: str | None = None) -> Any:
-    return session().create_client(service, region_name=region,
-                                   config=Config(retries=dict(RETRIES)))
+def client(service: str, region: str | None = None, parse_timestamps: bool = True) -> Any:
+    """A client of ``service``; with ``parse_timestamps=False``, from ``listing_session``."""
+    maker = session() if parse_timestamps else listing_session()
+    return maker.create_client(service, region_name=region,
+                               config=Config(retries=dict(RETRIES)))
 
 
 @cache
@@ -40,17 +42,9 @@ def listing_session() -> botocore.session.Session:
     return listing
 
 
-@cache
-def listing_client(region: str | None = None) -> Any:
-    """S3, from ``listing_session``."""
-    return listing_session().create_client("s3", region_name=region,
-                                           config=Config(retries=dict(RETRIES)))
-
-
 def reset() -> None:
     """Forget cached clients (after the endpoint or credentials change, e.g. in tests)."""
     client.cache_clear()
-    listing_client.cache_clear()
 
 
 def home_region() -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from traingrid.aws.client_errors import translated
-from traingrid.aws.clients import client, listing_client
+from traingrid.aws.clients import client
 from traingrid.errors import ResourceNotFound
 from traingrid.validation import load_json
 
@@ -41,7 +41,7 @@ class ListPage:
 def lister(region: str | None = None, max_keys: int = 1000) -> Callable[..., ListPage]:
     """``list_page`` bound to one client, made here: a caller that lists from several threads
     shares it (botocore's clients are thread-safe, creating one is not)."""
-    s3 = listing_client(region)
+    s3 = client("s3", region, parse_timestamps=False)
 
     def list_page(bucket: str, prefix: str, *, delimiter: str = "", start_after: str = "",
                   token: str | None = None) -> ListPage:

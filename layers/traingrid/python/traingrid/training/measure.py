@@ -101,74 +101,84 @@ def list_folder(list_page: Callable[..., s3.ListPage], bucket: str, folder: str,
     return tally
 
 
+class _Part:
+    """One call's listing: the running sums, the threads, the budget."""
+
+    def __init__(self, bucket: str, prefix: str, progress: Measuring | None, budget: Budget,
+                 pool: ThreadPoolExecutor) -> None:
+        self.bucket, self.prefix, self.budget, self.pool = bucket, prefix, budget, pool
+        self.done = Measuring(**(progress or start()))  # type: ignore[typeddict-item]
+        self.started_after = self.done["after"]
+        self.list_page = s3.lister(max_keys=PAGE_KEYS)
+
+    @property
+    def moved(self) -> bool:
+        return self.done["after"] != self.started_after
+
+    def count(self, tally: Tally) -> bool:
+        """Add a folder's tally; whether it was complete (else the part ends at it)."""
+        self.done["objects"] += tally.objects
+        self.done["bytes"] += tally.bytes
+        self.done["after"] = tally.last or self.done["after"]
+        return tally.complete
+
+    def folder(self, folder: str, after: str, force_first: bool) -> Future[Tally]:
+        return self.pool.submit(list_folder, self.list_page, self.bucket, folder, after,
+                                self.budget, force_first)
+
+    def page(self, token: str | None, trace: list[list[int]] | None) -> tuple[bool, str | None]:
+        """One page of the prefix's objects and folders, each folder listed on a thread,
+        summed in key order; (whether all of it was counted, the next page's token)."""
+        page = self.list_page(self.bucket, self.prefix, delimiter=DELIMITER,
+                              start_after="" if token else self.done["after"], token=token)
+        forced = not self.moved and bool(page.prefixes) and (
+            not page.objects or page.prefixes[0] < page.objects[0][0])
+        entries: list[tuple[str, int | Future[Tally]]] = [
+            *page.objects,
+            *((folder, self.folder(folder, "", forced and i == 0))
+              for i, folder in enumerate(page.prefixes))]
+        entries.sort(key=lambda entry: entry[0])
+        folders: list[int] = []
+        complete = True
+        for key, item in entries:
+            tally = Tally(1, item, 0, key, True) if isinstance(item, int) else item.result()
+            if not isinstance(item, int):
+                folders.append(tally.pages)
+            if not self.count(tally):
+                complete = False
+                break
+        if trace is not None:
+            trace.append(folders)
+        return complete, page.next_token
+
+
 def measure_part(bucket: str, prefix: str, progress: Measuring | None, budget: Budget,
                  workers: int = WORKERS, trace: list[list[int]] | None = None
                  ) -> tuple[Measuring, bool]:
     """Count on from ``progress`` as far as ``budget`` allows; returns the progress and
     whether the whole prefix is counted. At least one page is listed, so every call moves on.
     ``trace`` (for the bench) gets, per page of folders, each folder's pages."""
-    done = dict(progress or start())
-    after = done["after"]
+    after = (progress or start())["after"]
     if after and not after.startswith(prefix):
         raise RequestInvalid([{"pointer": "", "message": f"{after!r} is not under {prefix!r}"}])
-    list_page = s3.lister(max_keys=PAGE_KEYS)
     pages_before = budget.used
     complete = False
-
-    def count(key: str, objects: int, size: int) -> None:
-        done["objects"] += objects
-        done["bytes"] += size
-        done["after"] = key or done["after"]
-
     with ThreadPoolExecutor(workers) as pool:
+        part = _Part(bucket, prefix, progress, budget, pool)
         # Started inside a folder: its rest comes first (the listing below skips the folder).
         inside = folder_of(prefix, after) if after else None
-        first: Future[Tally] | None = None
-        if inside:
-            first = pool.submit(list_folder, list_page, bucket, inside, after, budget, True)
+        listed = part.count(part.folder(inside, after, True).result()) if inside else True
         token: str | None = None
-        stopped = False
-        while not stopped:
-            if first is not None:
-                tally = first.result()
-                count(tally.last, tally.objects, tally.bytes)
-                if not tally.complete:
-                    break
-                first = None
-            # Until a key is counted, the budget does not stop the next page: every call
-            # moves on, by a page or two beyond its budget at most.
-            if not budget.take(force=done["after"] == after):
-                break
-            page = list_page(bucket, prefix, delimiter=DELIMITER,
-                             start_after="" if token else done["after"], token=token)
-            forced = done["after"] == after and bool(page.prefixes) and (
-                not page.objects or page.prefixes[0] < page.objects[0][0])
-            entries: list[tuple[str, int | Future[Tally]]] = [
-                *page.objects,
-                *((folder, pool.submit(list_folder, list_page, bucket, folder, "", budget,
-                                       forced and i == 0))
-                  for i, folder in enumerate(page.prefixes))]
-            entries.sort(key=lambda entry: entry[0])
-            folders: list[int] = []
-            for key, item in entries:
-                if isinstance(item, int):
-                    count(key, 1, item)
-                    continue
-                tally = item.result()
-                folders.append(tally.pages)
-                count(tally.last, tally.objects, tally.bytes)
-                if not tally.complete:
-                    stopped = True
-                    break
-            if trace is not None:
-                trace.append(folders)
-            if not stopped and page.next_token is None:
+        # Until a key is counted, the budget does not stop the next page: every call moves
+        # on, by a page or two beyond its budget at most.
+        while listed and budget.take(force=not part.moved):
+            listed, token = part.page(token, trace)
+            if listed and token is None:
                 complete = True
                 break
-            token = page.next_token
-    done["pages"] += budget.used - pages_before
-    done["parts"] += 1
-    return Measuring(**done), complete  # type: ignore[typeddict-item]
+    part.done["pages"] += budget.used - pages_before
+    part.done["parts"] += 1
+    return part.done, complete
 
 
 def measure(bucket: str, prefix: str, budget: Budget,

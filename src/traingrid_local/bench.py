@@ -392,8 +392,7 @@ def show(results: dict[str, Any]) -> None:
                       f"median {m['median']} s, max {m['max']} s (job end noticed: median "
                       f"{m['job_end_noticed_median']} s, max {m['job_end_noticed_max']} s)")
     _capacity_rows(table, results)
-    if scale_plan := bench_scale_plan.row(results):
-        table.add_row(*scale_plan)
+    bench_scale_plan.add_row(table, results)
     for name, goal in results.get("goals", {}).items():
         table.add_row(f"goal: {name} ≤ {_figure(goal['at_most'], goal['unit'])}",
                       f"{_figure(goal['value'], goal['unit'])}: "

@@ -216,6 +216,13 @@ def row(results: dict[str, Any]) -> tuple[str, str] | None:
             f"{sample['objects']:,} objects in {sample['wall_s']} s")
 
 
+def add_row(table: Any, results: dict[str, Any]) -> None:
+    """``make bench``'s table: the row, when the figure was measured."""
+    found = row(results)
+    if found:
+        table.add_row(*found)
+
+
 def main() -> int:
     results: dict[str, Any] = {}
     measure_into(results)

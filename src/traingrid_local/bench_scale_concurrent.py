@@ -195,9 +195,10 @@ def measure(runs: int = RUNS, fanouts: int = FANOUTS,
     """The figure: every request sent at once, every run followed to its end."""
     import tempfile
 
+    from traingrid.db.engine import dispose
     from traingrid_local.demo.runner import wait_for_runs
     from traingrid_local.demo.served import served
-    from traingrid_local.emulator import lambda_inprocess
+    from traingrid_local.emulator import lambda_environments
     from traingrid_local.emulator.account import ACCOUNT
 
     label = "scale"
@@ -209,6 +210,9 @@ def measure(runs: int = RUNS, fanouts: int = FANOUTS,
             ACCOUNT.raise_fsx_storage(FSX_QUOTA_GIB)
             machines = [api.deployment.stack.outputs[key] for key in (
                 "TrainingRunStateMachineArn", "CampaignFanoutStateMachineArn")]
+            # The seeding's pooled connection goes: what the server holds from here on is
+            # the functions' (one pool per execution environment), and the gauge's own.
+            dispose(database_url)
             gauge = ConnectionGauge(postgres[1]) if postgres else None
             started = time.monotonic()
             with gauge or _nothing():
@@ -222,13 +226,15 @@ def measure(runs: int = RUNS, fanouts: int = FANOUTS,
             failed = {e["name"]: (e["status"], e.get("error"), e.get("cause"))
                       for e in executions if e["executionArn"] not in held}
             left = leaked(api.emulator)
-            concurrency = getattr(lambda_inprocess, "peak_concurrency", dict)()
+            concurrency = lambda_environments.peak_concurrency()
+            database_environments = lambda_environments.with_database()
     expected = runs + fanouts
     lost = expected - len(held)
     return {
         "runs": runs, "fanouts": fanouts, "lost": lost, "leaked": len(left),
         "wall_s": round(wall_s, 1),
         "peak_db_connections": gauge.peak if gauge else None,
+        "database_environments": database_environments,
         "lambda_peak_concurrency": concurrency,
         "refused": refused[:5], "refused_count": len(refused),
         "failed": dict(list(failed.items())[:5]), "failed_count": len(failed),

@@ -260,14 +260,13 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     return met
 
 
-def rows(results: dict[str, Any]) -> list[tuple[str, str]]:
-    """The bench table's rows of this figure."""
+def add_rows(table: Any, results: dict[str, Any]) -> None:
+    """This figure's row of the bench's table (a ``rich`` Table), if it was measured."""
     figure = results.get("scale", {}).get("concurrent")
-    if not figure:
-        return []
-    return [(f"{figure['runs']} TrainingRuns + {figure['fanouts']} fan-outs at once (API)",
-             f"{figure['lost']} lost, {figure['leaked']} leaked, {figure['wall_s']} s wall, "
-             f"peak {figure['peak_db_connections']} database connections")]
+    if figure:
+        table.add_row(f"{figure['runs']} TrainingRuns + {figure['fanouts']} fan-outs at once",
+                      f"{figure['lost']} lost, {figure['leaked']} leaked, {figure['wall_s']} s "
+                      f"wall, peak {figure['peak_db_connections']} database connections")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from traingrid_local import bench_scale_plan
+from traingrid_local import bench_scale_concurrent, bench_scale_plan
 from traingrid_local.emulator.deploy import stand_in_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,6 +287,7 @@ def measure() -> dict[str, Any]:
     results["sfn"] = sfn_costs()
     results["cleanup_lag_s"] = cleanup_lags()
     results["capacity_decision"] = capacity_decisions()
+    results.setdefault("scale", {})["concurrent"] = bench_scale_concurrent.measure()
     bench_scale_plan.measure_into(results)
     return results
 
@@ -343,6 +344,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             value = value.get(key) if isinstance(value, dict) else None
         if value is not None:
             met[name] = {"value": value, "at_most": bound, "unit": unit, "met": value <= bound}
+    met.update(bench_scale_concurrent.goals(results))
     met.update(bench_scale_plan.goals(results))
     return met
 
@@ -392,6 +394,7 @@ def show(results: dict[str, Any]) -> None:
                       f"median {m['median']} s, max {m['max']} s (job end noticed: median "
                       f"{m['job_end_noticed_median']} s, max {m['job_end_noticed_max']} s)")
     _capacity_rows(table, results)
+    bench_scale_concurrent.add_rows(table, results)
     bench_scale_plan.add_row(table, results)
     for name, goal in results.get("goals", {}).items():
         table.add_row(f"goal: {name} ≤ {_figure(goal['at_most'], goal['unit'])}",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -17,6 +19,13 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The console of a deployed stack (``traingrid console --stack``) wants its token here.
 TOKEN_HEADER = "X-TrainGrid-Token"
+# API Gateway's answer to a request its stage's throttling refused: the function never saw it,
+# so sending it again is safe. Tried again with exponential backoff and full jitter (AWS's
+# "Exponential Backoff And Jitter"), so a burst of requests is slowed down, never refused.
+THROTTLED = 429
+THROTTLE_RETRIES = 10
+BACKOFF_BASE_S = 0.1
+BACKOFF_CAP_S = 5.0
 
 
 class ApiError(Exception):
@@ -126,7 +135,17 @@ class ApiClient:
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, Any] | None = None,
                 headers: dict[str, str] | None = None) -> Answer:
-        """Send one request; return the answer whatever its status."""
+        """Send one request; return the answer whatever its status, once throttling (429)
+        has been retried ``THROTTLE_RETRIES`` times."""
+        for attempt in range(THROTTLE_RETRIES):
+            answer = self._send(method, path, body, query, headers)
+            if answer.status != THROTTLED:
+                return answer
+            time.sleep(random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** attempt)))
+        return self._send(method, path, body, query, headers)
+
+    def _send(self, method: str, path: str, body: Any, query: dict[str, Any] | None,
+              headers: dict[str, str] | None) -> Answer:
         _check_endpoint(self.endpoint)
         wanted = {k: v for k, v in (query or {}).items() if v is not None}
         url = self.endpoint + path + (f"?{urlencode(wanted)}" if wanted else "")

@@ -6,8 +6,9 @@ goes to the API function through ``invoke``; its ``statusCode``, headers and bod
 answer. A function error is a 502, as API Gateway answers it. The routes are the API function's
 ``Api`` events in ``template.yaml``; a method a route does not declare is a 405 with ``Allow``,
 in JSON like every other error, a failure's too. A body is read up to Lambda's 6 MB however it
-is framed (a 413 past it, a 400 for broken chunked framing). Not done here: SigV4
-authorisation, throttling, access logs (see :mod:`traingrid_local.emulator.api_gateway`).
+is framed (a 413 past it, a 400 for broken chunked framing). Given a ``throttle``, the stage's
+token bucket (:mod:`traingrid_local.api.throttle`), a request it refuses is API Gateway's 429.
+Not done here: SigV4 authorisation, access logs (see :mod:`traingrid_local.emulator.api_gateway`).
 
 A server on 127.0.0.1 is still reachable from any page the user's browser opens, so before
 anything else each request must name this server as its ``Host`` (no DNS rebinding), carry no
@@ -49,6 +50,7 @@ from traingrid_local.api.bodies import (
     settings_of,
 )
 from traingrid_local.api.client import BODY_METHODS, TOKEN_HEADER
+from traingrid_local.api.throttle import THROTTLED_BODY, TOO_MANY_REQUESTS, TokenBucket
 from traingrid_local.emulator.deploy import PROJECT_ROOT, TEMPLATE, load_template
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
@@ -254,8 +256,9 @@ class _Api:
     def __init__(self, invoke: Invoke, routes: list[tuple[str, str]],
                  local_routes: dict[tuple[str, str], LocalRoute],
                  request_log: RequestLog | None, pages: Pages | None = None,
-                 token: str | None = None, declared_only: bool = False) -> None:
-        self.invoke, self.routes = invoke, routes
+                 token: str | None = None, declared_only: bool = False,
+                 throttle: TokenBucket | None = None) -> None:
+        self.invoke, self.routes, self.throttle = invoke, routes, throttle
         self.local_routes, self.request_log, self.pages = local_routes, request_log, pages
         self.token, self.declared_only = token, declared_only
         self.port = 0  # set once the socket is bound
@@ -293,6 +296,8 @@ class _Api:
         refused = _not_json(request)
         if refused is not None:
             return refused
+        if self.throttle is not None and not self.throttle.admit():
+            return json_answer(TOO_MANY_REQUESTS, THROTTLED_BODY)
         event = proxy_event(self.routes, method, target, list(request.headers.items()), body,
                             request.remote_addr or "", request.host)
         return self.invoke(event)
@@ -395,10 +400,11 @@ class ApiServer:
                  routes: list[tuple[str, str]] | None = None,
                  local_routes: dict[tuple[str, str], LocalRoute] | None = None,
                  pages: Pages | None = None, token: bool = False,
-                 declared_only: bool = False) -> None:
+                 declared_only: bool = False, throttle: TokenBucket | None = None) -> None:
         self.token = secrets.token_urlsafe(32) if token else None
         self._app = _Api(invoke, routes if routes is not None else api_routes(),
-                         local_routes or {}, request_log, pages, self.token, declared_only)
+                         local_routes or {}, request_log, pages, self.token, declared_only,
+                         throttle)
         # Threaded: werkzeug's ThreadedWSGIServer, whose request threads are daemons, so a
         # request still being answered does not hold up the process's exit.
         self._server = make_server(LOCALHOST, port, self._app, threaded=True,

@@ -4,7 +4,8 @@ The emulator is deployed and seeded as the demo is: the sample ImageNet stand-in
 bucket, the regions and their prices, and the sample campaign with its data in four regions,
 registered but not yet trained (so a requested fan-out or ``traingrid tick`` has new data to
 train). Runs execute in the emulator on the simulated clock while the server answers. Besides
-the API, the server has one route of its own, ``POST /_emulator/tick``, which fires scheduled
+the API (throttled as the template's stage is: :mod:`traingrid_local.api.throttle`), the
+server has one route of its own, ``POST /_emulator/tick``, which fires scheduled
 jobs (``traingrid tick``): EventBridge schedules never fire in the emulator, and the web
 console under ``/console`` (:mod:`traingrid_local.console`).
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from traingrid.clock import parse_iso
 from traingrid_local.api.server import API_FUNCTION, ApiServer, RequestLog, lambda_invoker
+from traingrid_local.api.throttle import stage_bucket
 from traingrid_local.console.app import Console
 from traingrid_local.demo.runner import upload_sample_dataset
 from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
@@ -94,7 +96,8 @@ def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | N
             holder: dict[str, Served] = {}
             local = {("POST", TICK_PATH): lambda body: holder["served"].tick(body or {})}
             pages = console(emulator, deployment).answer
-            with ApiServer(invoke, port, request_log, local_routes=local, pages=pages) as server:
+            with ApiServer(invoke, port, request_log, local_routes=local, pages=pages,
+                           throttle=stage_bucket()) as server:
                 holder["served"] = Served(emulator, deployment, server)
                 yield holder["served"]
         finally:

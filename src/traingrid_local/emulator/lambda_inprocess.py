@@ -46,6 +46,7 @@ from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.logs.models import logs_backends
 
+from traingrid_local.emulator import lambda_environments
 from traingrid_local.emulator.clock import CLOCK
 from traingrid_local.emulator.patching import PATCHES
 
@@ -281,6 +282,7 @@ def _write_logs(fn: LambdaFunction, context: InvocationContext, text: str) -> No
 
 def reset() -> None:
     """A new emulator session: every function starts cold, no call recorded yet."""
+    lambda_environments.close()
     _MODULES.clear()
     CALLS.clear()
     _LOOKUPS["function"] = None
@@ -360,12 +362,18 @@ def _error_payload(error: Exception) -> bytes:
 
 
 def run(backend: LambdaSimpleBackend, fn: LambdaFunction, event: Any) -> tuple[bytes, bool]:
-    """Invoke ``fn`` with ``event``; returns (payload, failed)."""
-    with _LOCK:  # Map branches invoke concurrently; extraction and environment are shared
-        layer_dirs = [str(_extract(_layer_code(backend, layer["Arn"])) / "python")
-                      for layer in fn.layers]
-        paths = [str(_extract(fn.code_bytes)), *layer_dirs]
-        return _run_locked(fn, paths, event)
+    """Invoke ``fn`` with ``event`` in an execution environment of its own
+    (:mod:`~traingrid_local.emulator.lambda_environments`); returns (payload, failed)."""
+    environment = lambda_environments.acquire(fn.function_name)
+    try:
+        with _LOCK:  # Map branches invoke concurrently; extraction and environment are shared
+            layer_dirs = [str(_extract(_layer_code(backend, layer["Arn"])) / "python")
+                          for layer in fn.layers]
+            paths = [str(_extract(fn.code_bytes)), *layer_dirs]
+            with lambda_environments.running(environment):
+                return _run_locked(fn, paths, event)
+    finally:
+        lambda_environments.release(environment)
 
 
 def _layer_code(backend: LambdaSimpleBackend, arn: str) -> bytes:
@@ -408,3 +416,4 @@ def apply() -> None:
     PATCHES.replace(os, "environ", FunctionEnvironment(os.environ))
     _route_stdout()
     PATCHES.replace(LambdaSimpleBackend, "invoke", _invoke)
+    lambda_environments.apply()

@@ -28,6 +28,7 @@ from traingrid_local.emulator import (
     fsx,
     fsx_quota,
     instances,
+    lambda_environments,
     lambda_inprocess,
     rds,
     s3,
@@ -165,6 +166,7 @@ class Emulator:
             # The environment, the clock, the fault plan, the training times, the flags
             # above too.
             PATCHES.undo_all()
+            lambda_environments.close()  # the functions' database connections with them
         clients.reset()
 
     def set_faults(self, fault_names: frozenset[str] | set[str] = frozenset(),

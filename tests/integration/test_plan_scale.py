@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
 from traingrid_local.api.client import ApiClient
+from traingrid_local.cli.main import app
 from traingrid_local.demo.runner import (
     DATASET_PREFIX,
     DEFAULT_KEY,
@@ -95,4 +97,11 @@ def test_post_plans_answers_202_and_each_get_lists_on_until_the_plan(one_page_ap
 
     forged = client.request("GET", "/plans/not-a-token")
     assert forged.status == 400, forged.body
+
+    # `traingrid plan` follows the 202s to the same plan.
+    cli = CliRunner().invoke(app, ["plan", "--endpoint", one_page_api.url, "--dataset", dataset,
+                                   "--nodes", "4", "--json"])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout)["dataset"] == answer.body["dataset"]
+    assert "objects so far" in cli.stderr
 

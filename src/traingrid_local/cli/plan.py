@@ -1,8 +1,9 @@
 """``traingrid plan``: a dry run of a TrainingRun request, starting nothing.
 
 With ``--dataset-bytes`` (and ``--dataset-objects``) the plan is made here, without AWS, for a
-dataset of that size; otherwise the API plans it (``POST /plans``) on what is under the
-dataset prefix now: the emulator's (``traingrid serve``) or a deployed stack's.
+dataset of that size; otherwise the API plans it (``POST /plans``, then ``GET /plans/{token}``
+while a large dataset is still being listed) on what is under the dataset prefix now: the
+emulator's (``traingrid serve``) or a deployed stack's.
 """
 
 from __future__ import annotations
@@ -138,7 +139,13 @@ def plan(
         result = local_plan(body, DatasetSize(dataset_objects or 1, dataset_bytes),
                             fsx_quota_gib)
     else:
-        result = call("plan", connect("plan", endpoint, stack, region), "POST", "/plans", body)
+        client = connect("plan", endpoint, stack, region)
+        result = call("plan", client, "POST", "/plans", body)
+        # 202: a dataset too large to list in one request; each GET lists on.
+        while result.get("status") == "MEASURING":
+            stderr.print(f"listing {result['dataset']['uri']}: "
+                         f"{result['dataset']['objects_so_far']:,} objects so far…")
+            result = call("plan", client, "GET", result["next"])
     if as_json:
         print(json.dumps(result, indent=2))
     else:

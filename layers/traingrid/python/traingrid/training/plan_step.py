@@ -47,16 +47,6 @@ API_MARGIN_S = 9.0
 TOKEN_BYTES = 64 * 1024
 
 
-def measure_dataset(bucket: str, prefix: str) -> DatasetSize:
-    """The whole dataset's size, however long it takes (the CLI's local plans)."""
-    progress: Measuring | None = None
-    while True:
-        progress, size = measure.measure(bucket, prefix, measure.budget_for(10**9, 3600),
-                                         progress)
-        if size is not None:
-            return size
-
-
 def _budget(settings: Settings, remaining_ms: int, margin_s: float) -> measure.Budget:
     return measure.budget_for(settings.plan_list_pages, remaining_ms / 1000 - margin_s)
 
@@ -104,14 +94,13 @@ def plan(event: PlanRunEvent, settings: Settings, remaining_ms: int = 60_000
     return planned
 
 
-def dry_run(request: TrainingRunRequest, dataset: DatasetSize | None = None,
+def dry_run(request: TrainingRunRequest, dataset: DatasetSize,
             backend: Backend = DEFAULT_BACKEND,
             fsx_quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> dict[str, Any]:
-    """The plan ``request`` would get (``plan_view``), starting nothing: on ``dataset``'s
-    size when given, else on what is under the dataset prefix now."""
-    size = dataset or measure_dataset(request.bucket, request.prefix)
+    """The plan ``request`` would get (``plan_view``) on ``dataset``'s size, starting
+    nothing."""
     planned = plan_run(request, run=request.name or DRY_RUN, execution_arn=DRY_RUN,
-                       dataset=size, now=clock.now(), backend=backend,
+                       dataset=dataset, now=clock.now(), backend=backend,
                        fsx_quota_gib=fsx_quota_gib)
     return plan_view(planned)
 

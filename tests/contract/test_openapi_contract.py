@@ -4,7 +4,9 @@ The tester runs as its users run it (`st run`, with the repository's schemathesi
 `traingrid serve` over real HTTP: the coverage phase (boundary and schema-breaking values), the
 fuzzing phase and the stateful phase (POST /runs -> GET /runs/{name} -> /logs through the
 document's links), with every check but the authentication ones. A fixed seed and no example
-database make CI's run the one you get here.
+database make CI's run the one you get here. The server does not throttle here: the stage's
+429 is documented on every operation, and tests/integration/test_concurrent_runs.py holds the
+throttling itself; a tester kept under 20 requests a second would take minutes longer.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ EXAMPLES_PER_OPERATION = "30"
 
 @pytest.fixture(scope="module")
 def served_api(tmp_path_factory):
-    with serving(tmp_path_factory, 600, "contract") as api:
+    with serving(tmp_path_factory, 600, "contract", throttled=False) as api:
         yield api
 
 

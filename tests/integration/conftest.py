@@ -131,13 +131,14 @@ def run_campaign(emulated):
 
 @contextmanager
 def serving(tmp_path_factory: pytest.TempPathFactory, training_seconds: int,
-            label: str, faults: frozenset[str] = frozenset()) -> Iterator[Served]:
+            label: str, faults: frozenset[str] = frozenset(),
+            throttled: bool = True) -> Iterator[Served]:
     """`traingrid serve`: the seeded emulator (with ``faults``), the API on a free loopback
     port, jobs that train ``training_seconds``; closed (server, then emulator) on leaving."""
     database = tmp_path_factory.mktemp(label) / "campaigns.sqlite"
     training = {"batch": training_seconds, "sagemaker": training_seconds}
     with served(port=0, speed=SPEED, database_url=f"sqlite:///{database}",
-                faults=faults, training_seconds=training) as api:
+                faults=faults, training_seconds=training, throttled=throttled) as api:
         yield api
 
 

@@ -83,10 +83,11 @@ def console(emulator: Emulator, deployment: Deployment) -> Console:
 def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | None = None,
            request_log: RequestLog | None = None,
            faults: frozenset[str] = frozenset(),
-           training_seconds: Mapping[str, float] | None = None) -> Iterator[Served]:
+           training_seconds: Mapping[str, float] | None = None,
+           throttled: bool = True) -> Iterator[Served]:
     """The deployed, seeded emulator (with the named ``faults``, as the demo's scenarios; its
     jobs training ``training_seconds``, as :class:`Emulator` takes them) and the API server
-    over it, until the block ends."""
+    over it, throttled as the stage is unless ``throttled`` is false, until the block ends."""
     with Emulator(speed=speed, fault_names=faults,
                   training_seconds=training_seconds) as emulator:
         deployment = deploy_traingrid(emulator, database_url=database_url)
@@ -97,7 +98,7 @@ def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | N
             local = {("POST", TICK_PATH): lambda body: holder["served"].tick(body or {})}
             pages = console(emulator, deployment).answer
             with ApiServer(invoke, port, request_log, local_routes=local, pages=pages,
-                           throttle=stage_bucket()) as server:
+                           throttle=stage_bucket() if throttled else None) as server:
                 holder["served"] = Served(emulator, deployment, server)
                 yield holder["served"]
         finally:

@@ -49,6 +49,7 @@ from traingrid_local.emulator import (
     events,
     fault_injection,
     instances,
+    training_curves,
     workload,
 )
 from traingrid_local.emulator.alarms import ALARMS
@@ -194,7 +195,8 @@ class SimulatedJob:
                 error = preflight["cause"]
             workload.write_outputs(
                 job.backend.account_id, job.backend.region_name, self.environment,
-                command=self.command, preflight=preflight,
+                command=self.command, preflight=preflight, num_nodes=self.num_nodes,
+                started_at=self.started_at, training_seconds=self.training_seconds,
                 succeeded=succeeded, exit_code=exit_code, exports=exports, error=error,
                 ran_seconds=(at - self.started_at).total_seconds(),
             )
@@ -351,6 +353,7 @@ def _submitjob(previous: Any) -> Any:
             capacity.no_capacity(job, simulated.runnable_at(), instance_type, num_nodes,
                                  vcpu_limit=VCPU_LIMIT if over_quota else None)
         _announce_changes(job)
+        training_curves.follow(job, simulated)
         return result
 
     return submitjob

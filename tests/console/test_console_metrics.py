@@ -28,6 +28,8 @@ def test_a_runs_curves_are_drawn_while_it_trains_and_its_straggler_stands_out(st
     expect(loss).to_have_count(1)
     first = len(loss.get_attribute("points").split())
     expect(page.locator("#run-status")).to_have_text("SUCCEEDED", timeout=WAIT_MS)
+    # Set once the last refresh has drawn everything, curves included.
+    expect(page.locator("body")).to_have_attribute("data-run-status", "SUCCEEDED")
     assert len(page.locator("#chart-loss polyline").get_attribute("points").split()) > first
 
     lines = page.locator("#chart-node-input polyline")
@@ -42,5 +44,4 @@ def test_a_runs_curves_are_drawn_while_it_trains_and_its_straggler_stands_out(st
         "node-2 (straggler)")
     expect(page.locator("#metrics-latest")).to_contain_text("epoch 90.00")
     page.locator("#curves").screenshot(path=ARTIFACTS / "metrics.png")
-    (ROOT / "docs" / "images").mkdir(exist_ok=True)
-    page.locator("#curves").screenshot(path=ROOT / "docs" / "images" / "console-metrics.png")
+    page.locator("#curves").screenshot(path=ROOT / "docs" / "console-metrics.png")

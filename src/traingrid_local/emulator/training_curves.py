@@ -74,8 +74,11 @@ def node_files(env: Mapping[str, str], num_nodes: int, started_at: datetime,
 
 def follow(job: Any, simulated: Any) -> None:
     """Alarms that write (and export) the curves so far while the job trains."""
-    from traingrid_local.emulator import fault_injection, fsx, workload
+    from moto.fsx.models import fsx_backends
+
+    from traingrid_local.emulator import fault_injection, fsx
     from traingrid_local.emulator.alarms import ALARMS
+    from traingrid_local.emulator.clock import CLOCK
 
     moments = dict(simulated.schedule())
     if "RUNNING" not in moments or simulated.stuck:
@@ -89,12 +92,11 @@ def follow(job: Any, simulated: Any) -> None:
         if job.status != "RUNNING" or simulated.mount_error or simulated.bus_error:
             return
         env = simulated.environment
-        fs = workload._file_system_by_dns(job.backend.account_id, job.backend.region_name,
-                                          env.get("FSX_DNS_NAME", ""))
+        fs = next((found for found in fsx_backends[job.backend.account_id][
+            job.backend.region_name].file_systems.values()
+            if found.dns_name == env.get("FSX_DNS_NAME")), None)
         if fs is None:
             return
-        from traingrid_local.emulator.clock import CLOCK
-
         mount = env.get("FSX_MOUNT_POINT", "/fsx").rstrip("/")
         root = env.get("OUTPUT_DIR", f"{mount}/output").removeprefix(mount).strip("/")
         written = {f"{root}/{name}": data for name, data in node_files(

@@ -17,7 +17,6 @@ import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any
 
 from moto.fsx.models import fsx_backends
@@ -163,9 +162,8 @@ def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             ran_seconds: float, command: Sequence[str] = (), resumed_epoch: int = 0,
             resumed_from: str | None = None, error: str | None = None,
-            preflight: dict[str, Any] | None = None, num_nodes: int = 1,
-            started_at: datetime | None = None,
-            training_seconds: float | None = None) -> dict[str, bytes]:
+            preflight: dict[str, Any] | None = None,
+            trained: Any = None) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
     its newest checkpoints, and on success the final weights and ``metrics.json``. A job that
     resumed from an earlier attempt's checkpoint (``resumed_epoch``) goes on from there."""
@@ -185,9 +183,10 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     if preflight is not None:
         files[PREFLIGHT_FILE] = json.dumps(preflight, indent=1).encode()
-    if started_at is not None and not error:  # the trainer trained: its curves so far
+    if trained is not None and trained.started_at is not None and not error:
+        # The trainer trained (``trained``: batch's SimulatedJob): its curves so far.
         files |= training_curves.node_files(
-            env, num_nodes, started_at, training_seconds or ran_seconds or 1.0, ran_seconds,
+            env, trained.num_nodes, trained.started_at, trained.training_seconds, ran_seconds,
             fault_injection.CURRENT.on("straggler"))
     seed = env.get("TRAINGRID_RUN", "run").encode()
     # A trainer that failed with an ``error`` died in its first step, before a checkpoint.

@@ -92,7 +92,7 @@ def follow(job: Any, simulated: Any) -> None:
         if job.status != "RUNNING" or simulated.mount_error or simulated.bus_error:
             return
         env = simulated.environment
-        fs = next((found for found in fsx_backends[job.backend.account_id][
+        fs: Any = next((found for found in fsx_backends[job.backend.account_id][
             job.backend.region_name].file_systems.values()
             if found.dns_name == env.get("FSX_DNS_NAME")), None)
         if fs is None:

@@ -184,7 +184,10 @@ def test_a_finished_job_writes_its_outputs_to_its_file_system(
     job, files = _run_outputs(emulator, "r7", MPI_GPUS="16")
 
     assert job["status"] == "SUCCEEDED"
-    assert sorted(files) == [
+    curves = sorted(f for f in files if f.startswith("runs/r7/metrics/"))
+    assert curves == [f"runs/r7/metrics/node-{k}.jsonl" for k in range(len(curves))]
+    assert len(curves) == job["nodeProperties"]["numNodes"]
+    assert sorted(set(files) - set(curves)) == [
         *[f"runs/r7/checkpoints/epoch-{e:04d}.pt" for e in (88, 89, 90)],
         "runs/r7/logs/main-node.log",
         "runs/r7/metrics.json",

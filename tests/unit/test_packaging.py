@@ -48,7 +48,7 @@ def test_the_wheel_ships_every_module_and_each_imports_from_it(tmp_path):
         console = {name for name in archive.namelist() if "/console/static/" in name}
     assert source_modules() - shipped == set(), "modules missing from the wheel"
     assert console == {f"traingrid_local/console/static/{name}"
-                       for name in ("index.html", "console.css", "console.js")}
+                       for name in ("index.html", "console.css", "console.js", "metrics.js")}
 
     modules = sorted(name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
                      for name in shipped if not name.endswith("__main__.py"))

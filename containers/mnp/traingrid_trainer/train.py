@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from traingrid_node.config import ExportConfig, export_config
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
-from traingrid_trainer import checkpoint, data, preflight
+from traingrid_trainer import checkpoint, data, preflight, watch
 from traingrid_trainer.bench import benchmark_input
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50
@@ -87,7 +87,7 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
 
 def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
                 step_once: Callable[[float], torch.Tensor],
-                schedule: Schedule) -> list[float]:
+                schedule: Schedule, recorder: watch.Recorder | None = None) -> list[float]:
     """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window.
     The GPU is waited for only when a window is logged (reading the loss)."""
     rates = []
@@ -104,6 +104,11 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
             log(world, f"epoch {epoch + 1}/{cfg.epochs} step {step + 1}/{steps_per_epoch} "
                        f"loss {loss_value:.4f} lr {lr:.5f} images/s {rate:.1f} "
                        f"({rate / world.size:.1f} per GPU)")
+            if recorder is not None:
+                recorder.window(step=epoch * steps_per_epoch + step + 1,
+                                epoch=epoch + (step + 1) / steps_per_epoch, loss=loss_value,
+                                lr=lr, steps=window_steps, batch_size=cfg.batch_size,
+                                seconds=time.perf_counter() - window_start)
             window_start, window_steps = time.perf_counter(), 0
     return rates
 
@@ -190,6 +195,8 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     epoch_seconds: list[float] = []
     steps = 0
     export = export_config(os.environ)  # each checkpoint goes to S3 as it is written
+    recorder = watch.Recorder(cfg.output_dir, world, device, export)  # the curves, as it trains
+    batches = recorder.timed(batches)
 
     def step_once(lr: float) -> torch.Tensor:
         for group in optimizer.param_groups:
@@ -212,12 +219,13 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     for epoch in range(start, cfg.epochs):
         network.train()
         epoch_start = time.perf_counter()
-        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule)
+        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule, recorder)
         steps += steps_per_epoch
         epoch_seconds.append(time.perf_counter() - epoch_start)
         if world.is_main:
             saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
+    recorder.close()
     top1 = evaluate(cfg, world, model, device)
     if world.is_main:
         log(world, f"final weights {checkpoint.save_final(cfg.output_dir, model)}")

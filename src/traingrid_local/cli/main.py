@@ -19,7 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup, TyperOption
 
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
-from traingrid_local.cli import costs, doctor, faults, local, plan, runs
+from traingrid_local.cli import costs, doctor, faults, local, plan, runs, watch
 from traingrid_local.cli.runs import one_line
 from traingrid_local.cli.terminal import stderr, stdout, step_of
 from traingrid_local.demo import runner as demo_runner
@@ -56,6 +56,7 @@ app.add_typer(faults.commands)
 app.add_typer(doctor.commands)
 app.add_typer(plan.commands)
 app.add_typer(costs.commands)
+app.add_typer(watch.commands)
 
 
 def _duration(seconds: float) -> str:

@@ -1,29 +1,28 @@
-"""Adaptation (moto 5.2.5): AWS Batch multi-node jobs that queue, start, run and end over
-simulated time.
+"""Adaptation (moto 5.2.5): AWS Batch multi-node jobs that queue, start, run and end over simulated
+time.
 
-With ``{"batch": {"use_docker": False}}`` moto marks a job SUCCEEDED the moment it is
-submitted, ignores ``nodeOverrides``, and describes no node or exit details. Here a job moves
-SUBMITTED → PENDING → RUNNABLE → STARTING → RUNNING → SUCCEEDED/FAILED on the clock, honours
-the per-run node count and environment, reports ``statusReason``, attempts with exit codes and
-``nodeProperties``, describes each node as the job ``<jobId>#<index>`` with ``nodeDetails``, and
-``TerminateJob`` ends it FAILED with the given reason. Every status change is announced on the
-account's default event bus as a "Batch Job State Change" event (detail: the job as DescribeJobs
-shows it), at the simulated moment it happens, as Batch does. Faults: ``batch-job-failed``
-(main node exits 1 after some training), ``node-lost`` (the main node's host of a run's first
-job is terminated after some training: the job FAILS with no exit code and only the checkpoints
-written so far reach S3; ``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job
-never placed, as is one asking a node for more memory than it registers, or under
-``capacity-8-nodes`` for more than 8 nodes: then EC2's InsufficientInstanceCapacity shows in
-the compute environment's scaling activities, :mod:`.capacity`; under ``vcpu-quota`` for more
-vCPUs than the account's limit, VcpuLimitExceeded), ``slow-node`` (a run's first
-job: the trainer's pre-flight check names a slow node and the job exits 75 before training),
-and ``lost-events`` (no
-state-change event is ever delivered). A container has Docker's 64 MiB ``/dev/shm`` unless the
-job definition sets ``linuxParameters.sharedMemorySize``; the image's trainer whose data loaders
-need more fails its first step with a bus error (exit 1, the training code's failure), as on AWS.
-When a job that started ends, the emulated container's outputs land on its FSx file system (a
-job terminated before it started ran no container; nodes whose Lustre client cannot mount its
-version exit 65 at once, :func:`.workload.mount_refusal`: neither writes anything).
+With ``{"batch": {"use_docker": False}}`` moto marks a job SUCCEEDED the moment it is submitted,
+ignores ``nodeOverrides``, and describes no node or exit details. Here a job moves SUBMITTED →
+PENDING → RUNNABLE → STARTING → RUNNING → SUCCEEDED/FAILED on the clock, honours the per-run node
+count and environment, reports ``statusReason``, attempts with exit codes and ``nodeProperties``,
+describes each node as the job ``<jobId>#<index>`` with ``nodeDetails``, and ``TerminateJob`` ends
+it FAILED with the given reason. Every status change is announced on the account's default event bus
+as a "Batch Job State Change" event (detail: the job as DescribeJobs shows it), at the simulated
+moment it happens, as Batch does. Faults: ``batch-job-failed`` (main node exits 1 after some
+training), ``node-lost`` (the main node's host of a run's first job is terminated after some
+training: the job FAILS with no exit code and only the checkpoints written so far reach S3;
+``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job never placed, as is one asking
+a node for more memory than it registers, or under ``capacity-8-nodes`` for more than 8 nodes: then
+EC2's InsufficientInstanceCapacity shows in the compute environment's scaling activities,
+:mod:`.capacity`; under ``vcpu-quota`` for more vCPUs than the account's limit, VcpuLimitExceeded),
+``slow-node`` (a run's first job: the trainer's pre-flight check names a slow node and the job exits
+75 before training), and ``lost-events`` (no state-change event is ever delivered). A container has
+Docker's 64 MiB ``/dev/shm`` unless the job definition sets ``linuxParameters.sharedMemorySize``;
+the image's trainer whose data loaders need more fails its first step with a bus error (exit 1, the
+training code's failure), as on AWS. When a job that started ends, the emulated container's outputs
+land on its FSx file system (a job terminated before it started ran no container; nodes whose Lustre
+client cannot mount its version exit 65 at once, :func:`.workload.mount_refusal`: neither writes
+anything).
 
 Which node a job fits, the p3 sizes moto's EC2 catalog lacks, and the compute environments
 Batch's AMI cannot launch (p3 and g3 on ECS_AL2023_NVIDIA) are :mod:`.instances`'.
@@ -49,6 +48,7 @@ from traingrid_local.emulator import (
     events,
     fault_injection,
     instances,
+    training_curves,
     workload,
 )
 from traingrid_local.emulator.alarms import ALARMS
@@ -86,8 +86,7 @@ class SimulatedJob:
     training_seconds: float
     command: list[str] = field(default_factory=list)
     lost: bool = False  # the main node's host goes away mid-training
-    # The trainer's pre-flight check finds a slow node and the job exits before training.
-    slow_node: bool = False
+    slow_node: bool = False  # the pre-flight check finds a slow node: exits before training
     # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
     bus_error: str | None = None
     mount_error: str | None = None  # why no node can mount the run's file system, if so
@@ -194,7 +193,7 @@ class SimulatedJob:
                 error = preflight["cause"]
             workload.write_outputs(
                 job.backend.account_id, job.backend.region_name, self.environment,
-                command=self.command, preflight=preflight,
+                command=self.command, preflight=preflight, trained=self,
                 succeeded=succeeded, exit_code=exit_code, exports=exports, error=error,
                 ran_seconds=(at - self.started_at).total_seconds(),
             )
@@ -351,6 +350,7 @@ def _submitjob(previous: Any) -> Any:
             capacity.no_capacity(job, simulated.runnable_at(), instance_type, num_nodes,
                                  vcpu_limit=VCPU_LIMIT if over_quota else None)
         _announce_changes(job)
+        training_curves.follow(job, simulated)
         return result
 
     return submitjob

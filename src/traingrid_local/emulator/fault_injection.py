@@ -23,6 +23,9 @@ FAULTS: dict[str, str] = {
     "node-lost-every-attempt": "every training job loses its main node's host, as node-lost",
     "slow-node": "the first training job of each run has a node far below the others: the "
                  "trainer's pre-flight check names it and the job exits 75 before training",
+    "straggler": "one node of every training job reads its data at 70% of the others' pace, "
+                 "above the pre-flight check's floor: the job trains at its pace, and its curves "
+                 "show it waiting for its input",
     "capacity-8-nodes": "no more than 8 nodes can be had: a job asking for more stays RUNNABLE",
     "stuck-runnable": "the training job never leaves RUNNABLE (no capacity)",
     "vcpu-quota": "the account's vCPU limit is 512: a job asking for more vCPUs stays RUNNABLE "

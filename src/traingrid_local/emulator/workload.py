@@ -29,7 +29,7 @@ from traingrid.vocabulary.catalog import (
     NETWORK_GBPS,
     loader_shared_memory_mib,
 )
-from traingrid_local.emulator import fault_injection, fsx
+from traingrid_local.emulator import fault_injection, fsx, training_curves
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
     CHECKPOINT_NAME,
@@ -162,7 +162,8 @@ def resumable(files: dict[str, bytes], root: str) -> tuple[int, str | None]:
 def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             ran_seconds: float, command: Sequence[str] = (), resumed_epoch: int = 0,
             resumed_from: str | None = None, error: str | None = None,
-            preflight: dict[str, Any] | None = None) -> dict[str, bytes]:
+            preflight: dict[str, Any] | None = None,
+            trained: Any = None) -> dict[str, bytes]:
     """Files (relative to OUTPUT_DIR) a run leaves behind, named as the trainer names them:
     its newest checkpoints, and on success the final weights and ``metrics.json``. A job that
     resumed from an earlier attempt's checkpoint (``resumed_epoch``) goes on from there."""
@@ -182,6 +183,11 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
     files = {"logs/main-node.log": ("\n".join(log) + "\n").encode()}
     if preflight is not None:
         files[PREFLIGHT_FILE] = json.dumps(preflight, indent=1).encode()
+    if trained is not None and trained.started_at is not None and not error:
+        # The trainer trained (``trained``: batch's SimulatedJob): its curves so far.
+        files |= training_curves.node_files(
+            env, trained.num_nodes, trained.started_at, trained.training_seconds, ran_seconds,
+            fault_injection.CURRENT.on("straggler"))
     seed = env.get("TRAINGRID_RUN", "run").encode()
     # A trainer that failed with an ``error`` died in its first step, before a checkpoint.
     trained = epochs if succeeded else min(

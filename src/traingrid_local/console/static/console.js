@@ -244,7 +244,7 @@ function showRun(name, gen) {
   const parts = {
     meta: el("div", { class: "meta" }), failure: el("div"), graph: el("div", { class: "graph-box" }),
     timeline: el("div"), cost: el("div"), jobs: el("section", { hidden: true }), log: el("div"),
-    links: el("div"),
+    links: el("div"), curves: el("div", { id: "curves" }),
   };
   const legend = el("div", { class: "legend" }, OUTCOMES.map((o) => el("span", { class: o },
     o.replace("-", " "))));
@@ -252,6 +252,7 @@ function showRun(name, gen) {
     el("p", {}, el("a", { href: "#/" }, "← all runs")),
     el("section", {}, el("h1", { id: "run-name" }, name), parts.meta), parts.failure,
     parts.jobs,
+    el("section", {}, el("h2", {}, "Training"), parts.curves),
     el("div", { class: "columns" },
       el("div", {}, el("section", {}, el("h2", {}, "Graph"), legend, parts.graph)),
       el("div", {}, el("section", {}, el("h2", {}, "Cost"), parts.cost),
@@ -313,6 +314,8 @@ function showRun(name, gen) {
     parts.links.replaceChildren(links(run));
     const running = run.status === "RUNNING";
     if (!running || refreshes % 3 === 0) await showLog();
+    await TrainGridMetrics.show(parts.curves, name).catch((error) =>
+      parts.curves.replaceChildren(el("p", { class: "error-text" }, error.message)));
     refreshes += 1;
     document.body.dataset.runStatus = run.status;
     if (running) later(gen, refresh);

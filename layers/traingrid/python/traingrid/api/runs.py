@@ -1,4 +1,4 @@
-"""``/runs``: submit a TrainingRun, list recent runs, read one run and its logs; ``/plans``:
+"""``/runs``: submit a TrainingRun, list recent runs, read one run, its logs and curves; ``/plans``:
 the plan a request would get, starting nothing.
 
 The request models (pydantic) are imported by the routes that parse a request, when they run:
@@ -94,5 +94,12 @@ def router(settings: ApiSettings, submissions: Submissions) -> Router:
     @routes.get("/runs/<name>/logs")
     def run_logs(name: str) -> dict[str, Any]:
         return reader.logs(name)
+
+    @routes.get("/runs/<name>/metrics")
+    def run_metrics(name: str) -> dict[str, Any]:
+        from traingrid.runs.metrics import MetricsQuery
+
+        wanted = query(MetricsQuery, routes.current_event.query_string_parameters)
+        return reader.metrics(name, wanted)
 
     return routes

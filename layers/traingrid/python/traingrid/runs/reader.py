@@ -7,7 +7,7 @@ name is looked up in that order.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traingrid.aws import batch, logs, s3, stepfunctions
 from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
@@ -17,6 +17,9 @@ from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
 from traingrid.settings import ApiSettings
 from traingrid.training.plan import outputs_prefix
 from traingrid.vocabulary.statuses import RunStatus
+
+if TYPE_CHECKING:
+    from traingrid.runs.metrics import MetricsQuery
 
 # What Step Functions accepts as an execution name (and so what a run can be called).
 EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -100,6 +103,17 @@ class RunReader:
             found["note"] = ("Each region's SageMaker job logs to /aws/sagemaker/TrainingJobs "
                              "in the region where it trained (stream <job name>/algo-*).")
         return found
+
+    def metrics(self, name: str, wanted: MetricsQuery) -> dict[str, Any]:
+        """The run's training curves (``traingrid.runs.metrics``): a TrainingRun's nodes'; a
+        fan-out's, each region's job's."""
+        from traingrid.runs import metrics
+
+        pipeline, description = self.find(name)
+        found = {"name": name, "pipeline": pipeline, "status": description["status"]}
+        if pipeline == TRAINING_RUN:
+            return found | metrics.training_run_curves(self.settings.data_bucket, name, wanted)
+        return found | metrics.fanout_curves(name, description, wanted)
 
     def _training_log(self, name: str) -> dict[str, Any] | None:
         queue, group = self.settings.training_job_queue, self.settings.training_job_log_group

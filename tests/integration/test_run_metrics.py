@@ -1,0 +1,71 @@
+"""``GET /runs/{name}/metrics`` over real HTTP: the curves the emulated job's nodes write while
+it trains (as the trainer does), per node and in total, a straggler named, the time range and
+the step honoured."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.integration.conftest import serving
+from traingrid_local.api.client import ApiClient, ApiError
+from traingrid_local.stack.environment import DEMO_BUCKET
+
+pytestmark = pytest.mark.e2e
+DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+REAL_WAIT_S = 120
+
+
+@pytest.fixture(scope="module")
+def straggling(tmp_path_factory):
+    with serving(tmp_path_factory, 6 * 3600, "metrics", frozenset({"straggler"})) as api:
+        yield api
+
+
+def test_a_runs_curves_grow_while_it_trains_and_name_its_straggler(straggling):
+    client = ApiClient(straggling.url, timeout=30)
+    name = client.call("POST", "/runs", {"dataset": DATASET, "nodes": 4},
+                       headers={"Idempotency-Key": "metrics-straggler"}).body["name"]
+    seen_running: list[int] = []
+    deadline = time.monotonic() + REAL_WAIT_S
+    while time.monotonic() < deadline:
+        answer = client.get(f"/runs/{name}/metrics")
+        if answer["status"] != "RUNNING":
+            break
+        if answer["nodes"]:
+            seen_running.append(len(answer["nodes"]["node-0"]["loss"]))
+        time.sleep(0.05)
+    assert seen_running and seen_running[0] < seen_running[-1], seen_running
+    answer = client.get(f"/runs/{name}/metrics")
+    assert answer["status"] == "SUCCEEDED"
+    assert sorted(answer["nodes"]) == ["node-0", "node-1", "node-2", "node-3"]
+    assert list(answer["stragglers"]) == ["node-2"]
+    assert "waits" in answer["stragglers"]["node-2"]
+    loss = [v for _, v in answer["loss"]]
+    assert loss[0] > 5 and loss[-1] < 2
+    assert answer["source"] == f"s3://{DEMO_BUCKET}/runs/{name}/outputs/metrics/"
+    total = dict(map(tuple, answer["images_per_s"]))
+    bin_start, rate = next(iter(total.items()))
+    assert rate == pytest.approx(sum(
+        dict(map(tuple, answer["nodes"][n]["images_per_s"]))[bin_start]
+        for n in answer["nodes"]), rel=1e-4)
+    assert len(answer["loss"]) <= 300 and answer["latest"]["epoch"] == pytest.approx(90)
+
+    # A range and a step: the first hour, in 10-minute bins.
+    first = answer["loss"][0][0]
+    start = datetime.fromtimestamp(first, UTC).isoformat()
+    end = datetime.fromtimestamp(first + 3599, UTC).isoformat()
+    hour = client.get(f"/runs/{name}/metrics", start=start, end=end, step=600)
+    assert hour["step"] == 600
+    assert [t for t, _ in hour["loss"]] == sorted({t // 600 * 600 for t, _ in hour["loss"]})
+    assert all(first - 600 < t <= first + 3599 for t, _ in hour["loss"])
+    assert len(hour["loss"]) in (6, 7)
+
+    with pytest.raises(ApiError) as refused:
+        client.get(f"/runs/{name}/metrics", start=end, end=start)
+    assert refused.value.status == 400
+    with pytest.raises(ApiError) as missing:
+        client.get("/runs/no-such-run/metrics")
+    assert missing.value.status == 404

@@ -22,6 +22,7 @@ from traingrid_node.fabric import fabric_environment
 from traingrid_node.network import NodeNetwork
 from traingrid_node.rendezvous import Member
 from traingrid_node.signals import SignalForwarder
+from traingrid_node.verdict import VERDICT_VARIABLE, clear, read, verdict_path
 from traingrid_node.status import (
     EXIT_NOT_EXECUTABLE,
     EXIT_NOT_FOUND,
@@ -195,6 +196,9 @@ def run_launcher(
 ) -> int:
     """Run the launcher in its own process group and return its exit status."""
     interrupts.check()
+    verdict = Path(env[VERDICT_VARIABLE]) if env.get(VERDICT_VARIABLE) else None
+    if verdict is not None:
+        clear(verdict)
     log(f"starting launcher: {shlex.join(command)}")
     try:
         proc = subprocess.Popen(list(command), env=dict(env), start_new_session=True)
@@ -206,9 +210,12 @@ def run_launcher(
         return EXIT_NOT_EXECUTABLE
     interrupts.attach(proc)
     try:
-        returncode = _wait_for_launcher(proc, interrupts, kill_grace)
+        returncode = _wait_for_launcher(proc, interrupts, kill_grace, verdict)
     finally:
         interrupts.detach()
+    if (ended := read(verdict)) is not None:
+        log(f"the trainer's watchdog ended the job: {ended[1]} (status {ended[0]})")
+        return ended[0]
     status = exit_status(returncode)
     if returncode < 0:
         log(f"launcher was killed by {signal_name(-returncode)} (status {status})")
@@ -218,14 +225,20 @@ def run_launcher(
 
 
 def _wait_for_launcher(
-    proc: subprocess.Popen[bytes], interrupts: SignalForwarder, kill_grace: float
+    proc: subprocess.Popen[bytes], interrupts: SignalForwarder, kill_grace: float,
+    verdict: Path | None = None,
 ) -> int:
-    killed = False
+    killed = stopping = False
     while True:
         try:
             return proc.wait(timeout=POLL_INTERVAL * 5)
         except subprocess.TimeoutExpired:
             pass
+        if not stopping and verdict is not None and verdict.exists():
+            # The watchdog's verdict: stop every rank now (torchrun would restart them).
+            log("the trainer's watchdog left a verdict; stopping the launcher")
+            interrupts.stop_launcher()
+            stopping = True
         if not killed and interrupts.kill_due(kill_grace):
             log(f"launcher still running {kill_grace:g}s after the signal; sending SIGKILL")
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -269,6 +282,8 @@ def launcher_env(
     )
     if cfg.is_main:
         env["TRAINGRID_HOSTFILE"] = str(cfg.hostfile)
+        # Where the trainer's watchdog, on this node, leaves its verdict (traingrid_node.verdict).
+        env[VERDICT_VARIABLE] = str(verdict_path(cfg.hostfile))
     return env
 
 

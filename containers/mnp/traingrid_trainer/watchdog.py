@@ -195,20 +195,22 @@ class Watchdog:
         samples = list(self.progress.step_seconds)
         median = statistics.median(samples) if samples else 0.0
         stalled = behind(reports)
+        # Steps counted from 1: the last step each rank began.
         names = ", ".join(
-            f"rank {r.rank} on node {r.node or self.names.get(r.address, '?')} ({r.address}) "
-            f"at step {r.step}" for r in stalled)
+            f"rank {r.rank} on node {r.node or self.names.get(r.address, '?')} ({r.address}), "
+            f"which last began step {r.step + 1}" for r in stalled)
         return (f"no training step for {idle:.0f} s (window {window:.0f} s: {STEP_FACTOR:g} x "
                 f"the median step {median:.2f} s, floor {self.floor_s:g} s); stalled: {names}; "
-                f"the others reached step {max(r.step for r in reports)}")
+                f"the furthest rank began step {max(r.step for r in reports) + 1}")
 
     def end(self, reports: Sequence[Report], idle: float, window: float) -> None:
         reason = self.describe(reports, idle, window)
         print(f"[trainer watchdog] {reason}; asking every rank for its stacks and ending the "
               f"job with status {EXIT_STALLED}", file=sys.stderr, flush=True)
-        with contextlib.suppress(Exception):
-            self.progress.ask_for_stacks()
-        dump_stacks(self.progress.rank, "the watchdog's own rank")
+        try:
+            self.progress.ask_for_stacks()  # this rank's listener prints its own too
+        except Exception:
+            dump_stacks(self.progress.rank, "the watchdog's own rank")
         time.sleep(DUMP_WAIT_S)
         if self.verdict is not None:
             write(self.verdict, EXIT_STALLED, reason)

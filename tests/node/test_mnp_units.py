@@ -505,7 +505,7 @@ def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_a
 
     assert set(attempts.INFRASTRUCTURE_EXIT_CODES) == {
         status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST, status.EXIT_FABRIC,
-        status.EXIT_PREFLIGHT}
+        status.EXIT_PREFLIGHT, status.EXIT_STALLED}
     assert attempts.CHECKPOINT_DIR == metrics.CHECKPOINT_DIR
     assert attempts.CHECKPOINT_NAME.pattern == metrics.CHECKPOINT_NAME.pattern
 

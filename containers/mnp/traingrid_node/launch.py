@@ -16,6 +16,7 @@ from traingrid_node.config import (
     FORWARDED_VARIABLES,
     POLL_INTERVAL,
     TORCHRUN,
+    TORCHRUN_LAST_CALL_S,
     NodeConfig,
 )
 from traingrid_node.fabric import fabric_environment
@@ -166,7 +167,8 @@ def build_torchrun_command(
     the rendezvous, not by node index. The main node hosts the rendezvous store
     (``is_host``), so it does not depend on hostnames resolving inside containers; each agent
     gives the others its node's own address (``--local-addr``), not whatever its host name
-    resolves to.
+    resolves to. Once ``min_nodes`` have met, the rendezvous waits ``TORCHRUN_LAST_CALL_S`` (not
+    torchrun's 30 s) for the others: after a lost node, the nodes left go on that much sooner.
 
     A command whose first word is a ``.py`` script is handed to torchrun as is (torchrun runs it
     with Python); anything else (``python -u train.py``, a shell script...) runs with
@@ -181,7 +183,8 @@ def build_torchrun_command(
         f"--rdzv-endpoint={main_address}:{port}",
         f"--local-addr={local_address}",
         f"--rdzv-id={run_id}",
-        f"--rdzv-conf=is_host={'true' if is_main else 'false'}",
+        f"--rdzv-conf=is_host={'true' if is_main else 'false'},"
+        f"last_call_timeout={TORCHRUN_LAST_CALL_S:g}",
     ]
     if train_command and not train_command[0].endswith(".py"):
         command.append("--no-python")

@@ -20,7 +20,8 @@ FLOOR_S = 4.0
 
 
 def test_the_window_is_the_measured_step_time_times_the_factor_above_a_floor() -> None:
-    assert stall_window([], floor_s=60, cap_s=108) == 60
+    assert stall_window([], floor_s=60, cap_s=108) == 108  # nothing measured yet
+    assert stall_window([0.2, 0.3], floor_s=60, cap_s=108) == 108
     assert stall_window([0.2, 0.3, 0.25], floor_s=60, cap_s=108) == 60
     assert stall_window([4.0, 5.0, 100.0], floor_s=60, cap_s=1000) == 100  # 20 x the median
     assert stall_window([30.0], floor_s=60, cap_s=108) == 108  # below the collective timeout

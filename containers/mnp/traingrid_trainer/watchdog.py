@@ -5,7 +5,8 @@ ranks met at: rank 0's under mpirun, the main node agent's under torchrun) at th
 every step. A watchdog thread on the main node (its local rank 0; rank 0 where no node program
 runs) reads them every second. When no rank has started a step for longer than the window —
 ``STEP_FACTOR`` times the median step time it measured, never less than the floor
-(``TRAINGRID_WATCHDOG_FLOOR_S``) nor more than the collective timeout allows — it names the
+(``TRAINGRID_WATCHDOG_FLOOR_S``) nor more than the collective timeout allows (under elastic
+torchrun, twice the timeout: its errors restart the ranks first) — it names the
 rank behind the others (the fewest steps; among equals, the oldest report) and its node, asks
 every rank for its stacks (each rank's listener thread prints them with
 ``faulthandler.dump_traceback`` to its log; ``kill -USR1`` on a rank does the same), writes its
@@ -48,6 +49,9 @@ POLL_S = 1.0
 DUMP_WAIT_S = 3.0  # for the other ranks to print their stacks before the job ends
 STORE_TIMEOUT = timedelta(seconds=30)
 STEP_SAMPLES = 50
+# Step times measured before the window follows them: the first steps (warm-up, the first
+# checkpoint) say little of the rest; until then the window is the cap.
+MIN_SAMPLES = 3
 
 
 def seconds_from(env: Mapping[str, str], name: str, default: float) -> float:
@@ -69,9 +73,11 @@ def collective_timeout(env: Mapping[str, str]) -> timedelta:
 def stall_window(step_seconds: Sequence[float], floor_s: float, cap_s: float,
                  factor: float = STEP_FACTOR) -> float:
     """How long without a step is a stall: ``factor`` x the median step time, at least
-    ``floor_s``, at most ``cap_s`` (past the collective timeout a hang is an error already)."""
-    measured = factor * statistics.median(step_seconds) if step_seconds else 0.0
-    return min(max(floor_s, measured), cap_s)
+    ``floor_s``, at most ``cap_s`` (past the collective timeout a hang is an error already);
+    ``cap_s`` until ``MIN_SAMPLES`` steps were timed."""
+    if len(step_seconds) < MIN_SAMPLES:
+        return cap_s
+    return min(max(floor_s, factor * statistics.median(step_seconds)), cap_s)
 
 
 @dataclass(frozen=True)
@@ -193,14 +199,16 @@ class Watchdog:
 
     def describe(self, reports: Sequence[Report], idle: float, window: float) -> str:
         samples = list(self.progress.step_seconds)
-        median = statistics.median(samples) if samples else 0.0
+        rule = (f"{STEP_FACTOR:g} x the median step {statistics.median(samples):.2f} s, floor "
+                f"{self.floor_s:g} s" if len(samples) >= MIN_SAMPLES else
+                f"too few steps timed: the collective timeout's {self.cap_s:g} s")
         stalled = behind(reports)
         # Steps counted from 1: the last step each rank began.
         names = ", ".join(
             f"rank {r.rank} on node {r.node or self.names.get(r.address, '?')} ({r.address}), "
             f"which last began step {r.step + 1}" for r in stalled)
-        return (f"no training step for {idle:.0f} s (window {window:.0f} s: {STEP_FACTOR:g} x "
-                f"the median step {median:.2f} s, floor {self.floor_s:g} s); stalled: {names}; "
+        return (f"no training step for {idle:.0f} s (window {window:.0f} s: {rule}); "
+                f"stalled: {names}; "
                 f"the furthest rank began step {max(r.step for r in reports) + 1}")
 
     def end(self, reports: Sequence[Report], idle: float, window: float) -> None:
@@ -272,8 +280,18 @@ def start(rank: int, size: int, local_rank: int, main_address: str, port: int,
     hosts = local_rank == 0 if verdict else rank == 0
     watchdog = None
     if hosts:
-        cap = 0.9 * collective_timeout(env).total_seconds()
-        floor = min(seconds_from(env, "TRAINGRID_WATCHDOG_FLOOR_S", DEFAULT_FLOOR_S), cap)
+        timeout = collective_timeout(env).total_seconds()
+        floor = seconds_from(env, "TRAINGRID_WATCHDOG_FLOOR_S", DEFAULT_FLOOR_S)
+        if "TORCHELASTIC_RUN_ID" in env:
+            # Elastic: a stall that ends in a collective's timeout is an error, and torchrun
+            # restarts the ranks on the nodes left; the watchdog ends the job only for a stall
+            # that raises nothing, after twice the timeout.
+            floor = cap = max(floor, 2 * timeout)
+        else:
+            # mpirun cannot go on without a rank: name the stalled one before the timeout's
+            # error does (exit 71 is an infrastructure failure: a new attempt, other hosts).
+            cap = 0.9 * timeout
+            floor = min(floor, cap)
         watchdog = Watchdog(progress, floor, cap, Path(verdict) if verdict else None, env)
         watchdog.thread.start()
     return Monitor(progress, watchdog)

@@ -22,6 +22,7 @@ plain smoke runs it), so that a step takes a second or two on the rig's shared C
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -58,7 +59,8 @@ class Watched:
     """What the rig saw in the nodes' logs, each line with when it saw it."""
 
     steps: list[tuple[float, int, int]] = field(default_factory=list)  # (t, world, step)
-    resumed: list[tuple[int, int]] = field(default_factory=list)  # (world, steps done)
+    resumed: list[tuple[float, int, int]] = field(default_factory=list)  # (t, world, done)
+    timed_out: list[float] = field(default_factory=list)  # a collective's timeout, seen
     hung_at: float | None = None
     offsets: dict[int, int] = field(default_factory=dict)
 
@@ -81,7 +83,9 @@ class Watched:
             world, epoch, step, per_epoch = map(int, m.groups())
             self.steps.append((now, world, (epoch - 1) * per_epoch + step))
         elif m := RESUMED.search(line):
-            self.resumed.append((int(m.group(1)), int(m.group(3) or 0)))
+            self.resumed.append((now, int(m.group(1)), int(m.group(3) or 0)))
+        elif "Timed out waiting" in line:
+            self.timed_out.append(now)
         elif HUNG in line and self.hung_at is None:
             self.hung_at = now
 
@@ -122,10 +126,8 @@ def lose(rig: NetnsRig, index: int) -> None:
     out = subprocess.run([IP, "netns", "pids", node.namespace], capture_output=True,
                          text=True, check=False).stdout
     for pid in map(int, out.split()):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def trainer_args(args: Any, *extra: str) -> list[str]:
@@ -146,6 +148,29 @@ def lose_node(args: Any, rig: NetnsRig, job: dict[str, Any], work: Path, data: P
                        "without a node: give it min_nodes below nodes (MIN_NODES)")
     run, started = work / "lose-node", time.monotonic()
     seen = Watched()
+    status, lost_at = _train_and_lose(args, rig, job, run, data, env_of, seen)
+    logs = "".join((run / f"node-{i}.log").read_text() for i in range(nodes))
+    if args.verbose or status:
+        sys.stderr.write(logs)
+    if status:
+        say(f"lose-node: the main node exited {status}")
+        return status
+    if lost_at is None:
+        raise RigError("lose-node: training ended before node could be taken away")
+    print(json.dumps({"nodes": nodes, "world_size": nodes, "launcher": launcher,
+                      "steps": FAULT_STEPS, "lost_node": lost,
+                      **recovery(seen, metrics_of(run), nodes, lost_at),
+                      "collective_timeout_s": float(
+                          FAULT_ENV["TRAINGRID_COLLECTIVE_TIMEOUT_S"]),
+                      "seconds": round(time.monotonic() - started, 1), "rig": "netns"}))
+    return 0
+
+
+def _train_and_lose(args: Any, rig: NetnsRig, job: dict[str, Any], run: Path, data: Path,
+                    env_of: Any, seen: Watched) -> tuple[int, float | None]:
+    """Train on every node, take node ``args.lose_node`` away after a few steps and a
+    mid-epoch checkpoint; the main node's status and when the node was lost."""
+    nodes, lost, started = len(rig.nodes), args.lose_node, time.monotonic()
     processes = start_nodes(rig, job, run, data, trainer_args(args), env_of)
     lost_at: float | None = None
     try:
@@ -171,37 +196,30 @@ def lose_node(args: Any, rig: NetnsRig, job: dict[str, Any], work: Path, data: P
         seen.read(run, nodes)
     finally:
         rig.stop_processes()
-    logs = "".join((run / f"node-{i}.log").read_text() for i in range(nodes))
-    if args.verbose or status:
-        sys.stderr.write(logs)
-    if status:
-        say(f"lose-node: the main node exited {status}")
-        return status
-    if lost_at is None:
-        raise RigError("lose-node: training ended before node could be taken away")
-    metrics = metrics_of(run)
+    return status, lost_at
+
+
+def recovery(seen: Watched, metrics: dict[str, Any], nodes: int,
+             lost_at: float) -> dict[str, Any]:
+    """The recovery's figures, from what the rig saw and the run's metrics.json."""
     after = [(t, world, step) for t, world, step in seen.steps if world < nodes]
     before = [step for _t, world, step in seen.steps if world == nodes]
-    resumed = [done for world, done in seen.resumed if world < nodes]
+    resumed = [(t, done) for t, world, done in seen.resumed if world < nodes]
+    timed_out = [t for t in seen.timed_out if t > lost_at]
     if not after or not resumed:
         raise RigError("lose-node: no step of a smaller world was seen")
-    print(json.dumps({
-        "nodes": nodes,
-        "world_size": nodes,
-        "launcher": launcher,
-        "steps": FAULT_STEPS,
-        "lost_node": lost,
+    return {
         "recovered": metrics["world_size"] < nodes and metrics["epochs"] == 1,
         "nodes_after": metrics["world_size"],  # one slot a node on the rig
         "world_size_after": metrics["world_size"],
         "recovery_s": round(after[0][0] - lost_at, 1),
-        "steps_lost": max(before) - resumed[0],
-        "resumed_from_step": resumed[0],
-        "collective_timeout_s": float(FAULT_ENV["TRAINGRID_COLLECTIVE_TIMEOUT_S"]),
-        "seconds": round(time.monotonic() - started, 1),
-        "rig": "netns",
-    }))
-    return 0
+        "steps_lost": max(before) - resumed[0][1],
+        "resumed_from_step": resumed[0][1],
+        # Where the time went: the survivors' collectives timing out, the restarted ranks
+        # loading the checkpoint, their first step.
+        "detected_s": round(timed_out[0] - lost_at, 1) if timed_out else None,
+        "resumed_s": round(resumed[0][0] - lost_at, 1),
+    }
 
 
 def hang(args: Any, rig: NetnsRig, job: dict[str, Any], work: Path, data: Path,

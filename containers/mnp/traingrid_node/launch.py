@@ -23,7 +23,6 @@ from traingrid_node.fabric import fabric_environment
 from traingrid_node.network import NodeNetwork
 from traingrid_node.rendezvous import Member
 from traingrid_node.signals import SignalForwarder
-from traingrid_node.verdict import VERDICT_VARIABLE, clear, read, verdict_path
 from traingrid_node.status import (
     EXIT_NOT_EXECUTABLE,
     EXIT_NOT_FOUND,
@@ -31,6 +30,7 @@ from traingrid_node.status import (
     log,
     signal_name,
 )
+from traingrid_node.verdict import VERDICT_VARIABLE, clear, read, verdict_path
 
 # The variables that tell NCCL and Gloo which interface to use (the node sets both).
 SOCKET_INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")

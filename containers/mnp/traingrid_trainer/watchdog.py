@@ -213,6 +213,8 @@ class Watchdog:
 
     def end(self, reports: Sequence[Report], idle: float, window: float) -> None:
         reason = self.describe(reports, idle, window)
+        if self.verdict is not None:  # first: this rank may yet fail in its collective
+            write(self.verdict, EXIT_STALLED, reason)
         print(f"[trainer watchdog] {reason}; asking every rank for its stacks and ending the "
               f"job with status {EXIT_STALLED}", file=sys.stderr, flush=True)
         try:
@@ -220,8 +222,6 @@ class Watchdog:
         except Exception:
             dump_stacks(self.progress.rank, "the watchdog's own rank")
         time.sleep(DUMP_WAIT_S)
-        if self.verdict is not None:
-            write(self.verdict, EXIT_STALLED, reason)
         self.leave(EXIT_STALLED)
 
 
@@ -288,9 +288,10 @@ def start(rank: int, size: int, local_rank: int, main_address: str, port: int,
             # that raises nothing, after twice the timeout.
             floor = cap = max(floor, 2 * timeout)
         else:
-            # mpirun cannot go on without a rank: name the stalled one before the timeout's
-            # error does (exit 71 is an infrastructure failure: a new attempt, other hosts).
-            cap = 0.9 * timeout
+            # mpirun cannot go on without a rank: name the stalled one, and gather the stacks,
+            # before the timeout's error ends the ranks (exit 71 is an infrastructure
+            # failure: a new attempt, on other hosts).
+            cap = max(POLL_S, min(0.9 * timeout, timeout - DUMP_WAIT_S - 3 * POLL_S))
             floor = min(floor, cap)
         watchdog = Watchdog(progress, floor, cap, Path(verdict) if verdict else None, env)
         watchdog.thread.start()

@@ -33,7 +33,9 @@ def test_a_lost_worker_node_costs_a_restart_from_the_newest_checkpoint_not_the_j
             min_nodes=2, max_nodes=3, nproc_per_node=1, main_address="127.0.0.1",
             local_address="127.0.0.1", port=port, run_id="recovery", is_main=node == 0,
             max_restarts=2, train_command=["python3", *TRAIN, "--output_dir", str(output)])
+        # As the node program sets it for torchrun (traingrid_node.launch.launcher_env).
         env = trainer_env(GLOO_SOCKET_IFNAME="lo", TRAINGRID_NUM_NODES="3",
+                          TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
                           TRAINGRID_NODE_MTBF_HOURS="0.01", TRAINGRID_COLLECTIVE_TIMEOUT_S="30")
         env["PATH"] = f"{Path(TORCHRUN[0]).parent}:{env['PATH']}"
         with (tmp_path / f"node-{node}.log").open("w") as log:

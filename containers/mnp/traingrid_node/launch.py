@@ -283,6 +283,12 @@ def launcher_env(
         TRAINGRID_NODE_ADDRESS=network.address,
         TRAINGRID_INTERFACE=network.interface,
     )
+    if cfg.launcher == TORCHRUN:
+        # Each rendezvous round's rank 0 hosts the ranks' store on a port of its own, rather
+        # than every round sharing the agent's, keyed by each agent's own restart count: after
+        # a lost node one agent restarts for the failure, another for the changed membership,
+        # their counts differ, and the restarted ranks read the dead round's addresses.
+        env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if cfg.is_main:
         env["TRAINGRID_HOSTFILE"] = str(cfg.hostfile)
         # Where the trainer's watchdog, on this node, leaves its verdict (traingrid_node.verdict).

@@ -24,6 +24,22 @@ TRAIN = ["-m", "traingrid_trainer", "--synthetic", "--batch_size", "2", "--image
          "--steps_per_epoch", str(STEPS)]
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid``'s processes: torchrun starts its workers in sessions of their own."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
+
+
 def test_a_lost_worker_node_costs_a_restart_from_the_newest_checkpoint_not_the_job(
         tmp_path: Path) -> None:
     output, port = tmp_path / "out", free_port()
@@ -49,13 +65,15 @@ def test_a_lost_worker_node_costs_a_restart_from_the_newest_checkpoint_not_the_j
             assert time.monotonic() < deadline, "no mid-epoch checkpoint"
             assert processes[0].poll() is None
             time.sleep(0.2)
-        os.killpg(processes[2].pid, signal.SIGKILL)  # node 2 is gone, its ranks with it
+        for pid in descendants(processes[2].pid):  # node 2 is gone, its ranks with it
+            os.kill(pid, signal.SIGKILL)
         assert processes[0].wait(timeout=240) == 0
         assert processes[1].wait(timeout=60) == 0
     finally:
         for process in processes:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+                for pid in descendants(process.pid):
+                    os.kill(pid, signal.SIGKILL)
                 process.wait()
     logs = "".join(p.read_text() for p in sorted(tmp_path.glob("node-*.log")))
     metrics = json.loads((output / "metrics.json").read_text())

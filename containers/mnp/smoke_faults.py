@@ -47,6 +47,7 @@ STALLED = re.compile(r"stalled: (rank \d+ on node [^;]*)")
 WINDOW = re.compile(r"\(window (\d+) s")
 HUNG = "hanging as asked"
 LOSE_AFTER_STEPS = 6
+WATCH_SLACK_S = 3.0  # the watchdog looks once a second, the rig at the logs 5 times
 FAULT_STEPS = 40  # steps of the one epoch the fault runs train
 
 
@@ -62,6 +63,7 @@ class Watched:
     resumed: list[tuple[float, int, int]] = field(default_factory=list)  # (t, world, done)
     timed_out: list[float] = field(default_factory=list)  # a collective's timeout, seen
     hung_at: float | None = None
+    hung_wall: float | None = None  # the same, as a file's modification time reads
     offsets: dict[int, int] = field(default_factory=dict)
 
     def read(self, run: Path, nodes: int) -> None:
@@ -87,7 +89,7 @@ class Watched:
         elif "Timed out waiting" in line:
             self.timed_out.append(now)
         elif HUNG in line and self.hung_at is None:
-            self.hung_at = now
+            self.hung_at, self.hung_wall = now, time.time()
 
 
 def torchrun_on_path(env: dict[str, str], bin_dir: Path) -> None:
@@ -248,8 +250,15 @@ def hang(args: Any, rig: NetnsRig, job: dict[str, Any], work: Path, data: Path,
         sys.stderr.write(logs)
         raise RigError(f"hang: the main node exited {status}, not {EXIT_STALLED} with the "
                        "watchdog's verdict")
-    caught = ended - seen.hung_at
-    say(f"hang: the watchdog ended the job {caught:.1f} s after rank {args.hang_rank} stopped "
-        f"stepping (window {window.group(1)} s): {stalled.group(1)}; the main node exited "
-        f"{status}")
+    # The watchdog's verdict (the node program keeps it beside the host file): when it named
+    # the rank; then every rank's stacks, and the launcher stopped.
+    verdicts = sorted(run.glob("verdict-*.json"))
+    named = (verdicts[0].stat().st_mtime - seen.hung_wall if verdicts and seen.hung_wall
+             else None)
+    if named is None or named > int(window.group(1)) + WATCH_SLACK_S:
+        raise RigError(f"hang: the watchdog named the rank {named} s after it stopped, past "
+                       f"its window of {window.group(1)} s")
+    say(f"hang: the watchdog named it {named:.1f} s after rank {args.hang_rank} stopped stepping "
+        f"(window {window.group(1)} s) and the job ended {ended - seen.hung_at:.1f} s after: "
+        f"{stalled.group(1)}; the main node exited {status}")
     return status

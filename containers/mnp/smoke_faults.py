@@ -14,7 +14,7 @@ completed before the loss that the restart trained again).
 job within its window with exit 71, naming the rank; the smoke then exits 71 and says so.
 
 The rig's settings for these runs (``FAULT_ENV``): a 20 s collective timeout and a 10 s
-watchdog floor (the defaults, 120 s and 60 s, suit real jobs), and an expected failure every
+watchdog floor (the defaults, 60 s and 45 s, suit real jobs), and an expected failure every
 half minute or so (``TRAINGRID_NODE_MTBF_HOURS``), so that Young/Daly's interval writes
 checkpoints every few seconds here; 32-pixel images, 2 a rank, and no pre-flight check (the
 plain smoke runs it), so that a step takes a second or two on the rig's shared CPUs.

@@ -40,11 +40,11 @@ from typing import Any
 from traingrid_node.status import EXIT_STALLED
 from traingrid_node.verdict import VERDICT_VARIABLE, write
 
-DEFAULT_FLOOR_S = 60.0
+DEFAULT_FLOOR_S = 45.0
 STEP_FACTOR = 20.0
 # A peer that is gone is an error after this long; the longest wait inside a collective (rank 0
 # writing a checkpoint while the others wait) must stay below it.
-DEFAULT_COLLECTIVE_TIMEOUT_S = 120.0
+DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0
 POLL_S = 1.0
 DUMP_WAIT_S = 3.0  # for the other ranks to print their stacks before the job ends
 STORE_TIMEOUT = timedelta(seconds=30)

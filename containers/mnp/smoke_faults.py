@@ -47,6 +47,7 @@ STALLED = re.compile(r"stalled: (rank \d+ on node [^;]*)")
 WINDOW = re.compile(r"\(window (\d+) s")
 HUNG = "hanging as asked"
 LOSE_AFTER_STEPS = 6
+FAULT_TIMEOUT_S = 900.0  # 40 steps, a loss and a restart, on a busy machine's CPUs
 WATCH_SLACK_S = 3.0  # the watchdog looks once a second, the rig at the logs 5 times
 FAULT_STEPS = 40  # steps of the one epoch the fault runs train
 
@@ -150,7 +151,11 @@ def lose_node(args: Any, rig: NetnsRig, job: dict[str, Any], work: Path, data: P
                        "without a node: give it min_nodes below nodes (MIN_NODES)")
     run, started = work / "lose-node", time.monotonic()
     seen = Watched()
-    status, lost_at = _train_and_lose(args, rig, job, run, data, env_of, seen)
+    try:
+        status, lost_at = _train_and_lose(args, rig, job, run, data, env_of, seen)
+    except RigError:
+        sys.stderr.write("".join((run / f"node-{i}.log").read_text() for i in range(nodes)))
+        raise
     logs = "".join((run / f"node-{i}.log").read_text() for i in range(nodes))
     if args.verbose or status:
         sys.stderr.write(logs)
@@ -173,12 +178,13 @@ def _train_and_lose(args: Any, rig: NetnsRig, job: dict[str, Any], run: Path, da
     """Train on every node, take node ``args.lose_node`` away after a few steps and a
     mid-epoch checkpoint; the main node's status and when the node was lost."""
     nodes, lost, started = len(rig.nodes), args.lose_node, time.monotonic()
+    timeout = max(args.timeout, FAULT_TIMEOUT_S)
     processes = start_nodes(rig, job, run, data, trainer_args(args), env_of)
     lost_at: float | None = None
     try:
         while processes[0].poll() is None:
-            if time.monotonic() - started > args.timeout:
-                raise RigError(f"lose-node: still running after {args.timeout:g}s")
+            if time.monotonic() - started > timeout:
+                raise RigError(f"lose-node: still running after {timeout:g}s")
             time.sleep(0.2)
             seen.read(run, nodes)
             checkpoints = list((run / "output" / "checkpoints").glob("epoch-*-step-*.pt"))

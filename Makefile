@@ -42,7 +42,8 @@ help:
 	@echo "make faults          every Task state × fault on the emulator: end state, leaks"
 	@echo "make load-check      the timing-bound tests 3 times while both cores are kept busy"
 	@echo "make trainer-test    the trainer's tests, on the CPU"
-	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K, SLOW_RANK=K)"
+	@echo "make mpi-smoke       NODES node entrypoints, a real mpirun, the trainer (FAIL_RANK=K, SLOW_RANK=K,"
+	@echo "                     LOSE_NODE=K: node K lost mid-training, HANG_RANK=K: rank K stops stepping)"
 	@echo "make push-images     build both images once; node image to HOME_REGION, SageMaker's to REGIONS"
 	@echo "make notebook-check  run examples/inspect-runs.ipynb headless on the embedded emulator"
 
@@ -185,7 +186,9 @@ trainer-test: openmpi sshd $(TRAINER_VENV)/.installed
 
 # NODES nodes in network and mount namespaces of their own (root), with the job's environment
 # as the job definition and a plan give it (smoke_job.py, in the dev venv), the real sshd and ssh.
-# FAIL_RANK=K makes rank K exit 3; the smoke then exits 3 too.
+# FAIL_RANK=K makes rank K exit 3; the smoke then exits 3 too. LOSE_NODE=K takes worker node K
+# away mid-training (a run with min_nodes one fewer, or MIN_NODES: elastic torchrun): the others
+# finish it; HANG_RANK=K makes rank K stop stepping: the watchdog ends the job with 71.
 mpi-smoke: openmpi sshd install $(TRAINER_VENV)/.installed
 	@job=$$(mktemp) && trap 'rm -f "$$job"' EXIT && \
 	$(BIN)/python containers/mnp/smoke_job.py --nodes $(NODES) > "$$job" && \

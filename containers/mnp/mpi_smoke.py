@@ -16,7 +16,9 @@ printed is one JSON object (nodes, world_size, images_per_s, allreduce_ok, ..., 
 ``FAIL_RANK=K`` makes rank K exit 3: the smoke then exits 3 and names the rank. Every rank
 runs the trainer's pre-flight check first (the plan's ``TRAINGRID_PREFLIGHT``);
 ``SLOW_RANK=K`` slows rank K's training steps tenfold: its check then names that node and rank
-with its figure, and the smoke exits 75 as the job would.
+with its figure, and the smoke exits 75 as the job would. ``LOSE_NODE=K`` takes node K away
+mid-training and ``HANG_RANK=K`` makes rank K stop stepping instead (``smoke_faults``: the run
+recovers on the nodes left; the watchdog ends the job with 71, naming the rank).
 
 What the rig changes in the job's environment, because this machine is not AWS: ``JOB_DIR``
 (the sample shards), ``OUTPUT_DIR`` and the host file (the work directory), no
@@ -42,6 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import smoke_faults
 from netns_rig import NetnsRig, RigError
 from sample_data import write_shards
 
@@ -215,6 +218,10 @@ def smoke(args: argparse.Namespace, rig: NetnsRig, job: dict[str, Any], work: Pa
     write_shards(data, "train-{:05d}-of-{:05d}", SHARDS_PER_RANK * nodes, 4, size=(256, 192))
     write_shards(data, "validation-{:05d}-of-{:05d}", nodes, 2, size=(256, 192))
     rig.mark_ecs_counters()
+    if args.lose_node is not None:
+        return smoke_faults.lose_node(args, rig, job, work, data, node_env, metrics_of)
+    if args.hang_rank is not None:
+        return smoke_faults.hang(args, rig, job, work, data, node_env)
 
     synthetic = ["--synthetic", "--steps_per_epoch", str(args.steps), "--batch_size",
                  str(args.batch_size), "--image_size", str(args.image_size), "--log_every", "1",
@@ -297,6 +304,12 @@ def main() -> int:
     raw_slow = os.environ.get("SLOW_RANK", "").strip()
     parser.add_argument("--slow-rank", type=int, default=int(raw_slow) if raw_slow else None,
                         help="slow this rank's training steps: its pre-flight check fails")
+    raw_lose = os.environ.get("LOSE_NODE", "").strip()
+    parser.add_argument("--lose-node", type=int, default=int(raw_lose) if raw_lose else None,
+                        help="take this worker node away mid-training: the others go on")
+    raw_hang = os.environ.get("HANG_RANK", "").strip()
+    parser.add_argument("--hang-rank", type=int, default=int(raw_hang) if raw_hang else None,
+                        help="this rank stops stepping: the watchdog ends the job (71)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--verbose", action="store_true", help="print the nodes' logs")
     args = parser.parse_args()

@@ -12,13 +12,16 @@ Runs in the project's venv (it plans with the runtime package and reads template
 - the container's ``/dev/shm`` in MiB: the job definition's ``LinuxParameters.
   SharedMemorySize``, the template parameter ``NodeSharedMemoryMiB``'s default.
 
-``python containers/mnp/smoke_job.py --nodes 3`` prints one JSON object.
+``python containers/mnp/smoke_job.py --nodes 3`` prints one JSON object; ``--min-nodes 2`` (by
+default ``MIN_NODES``, else one node fewer when ``LOSE_NODE`` is set) plans a run that may
+shrink, which the plan launches with elastic torchrun.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,11 +84,18 @@ def submitted_overrides(plan: dict[str, Any]) -> tuple[dict[str, str], list[str]
     return environment, left_out, list(resolve(overrides["Command.$"], state_input))
 
 
-def job(nodes: int) -> dict[str, Any]:
+def default_min_nodes(nodes: int) -> int | None:
+    if raw := os.environ.get("MIN_NODES", "").strip():
+        return int(raw)
+    return nodes - 1 if os.environ.get("LOSE_NODE", "").strip() else None
+
+
+def job(nodes: int, min_nodes: int | None = None) -> dict[str, Any]:
     template = load_template(ROOT / "template.yaml")
     properties = container(template)
     request = TrainingRunRequest(dataset="s3://traingrid-data/mpi-smoke/", name="mpi-smoke",
-                                 nodes=nodes, batch_size=2, epochs=1, warmup_epochs=0)
+                                 nodes=nodes, min_nodes=min_nodes, batch_size=2, epochs=1,
+                                 warmup_epochs=0)
     plan = plan_run(request, run="mpi-smoke", execution_arn="arn:aws:states:::execution:smoke",
                     dataset=DatasetSize(objects=1, bytes=1), now=datetime.now(UTC))
     environment = {e["Name"]: str(e["Value"]) for e in properties.get("Environment", [])}
@@ -104,8 +114,12 @@ def job(nodes: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--min-nodes", type=int, default=None,
+                        help="the run's min_nodes (default: MIN_NODES, or one fewer with "
+                             "LOSE_NODE)")
     args = parser.parse_args()
-    json.dump(job(args.nodes), sys.stdout, indent=1, sort_keys=True)
+    min_nodes = args.min_nodes if args.min_nodes is not None else default_min_nodes(args.nodes)
+    json.dump(job(args.nodes, min_nodes), sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

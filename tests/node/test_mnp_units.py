@@ -197,7 +197,7 @@ def test_torchrun_command_is_elastic_with_a_c10d_rendezvous_on_the_main_node() -
         "--rdzv-endpoint=10.0.0.4:29500",
         "--local-addr=10.0.0.6",
         "--rdzv-id=run-1",
-        "--rdzv-conf=is_host=false",
+        "--rdzv-conf=is_host=false,last_call_timeout=5",
         "train.py",
         "--lr",
         "0.1",
@@ -217,7 +217,7 @@ def test_torchrun_command_runs_other_programs_without_python() -> None:
         max_restarts=0,
         train_command=["python", "-u", "train.py"],
     )
-    assert "--rdzv-conf=is_host=true" in command
+    assert "--rdzv-conf=is_host=true,last_call_timeout=5" in command
     assert command[-4:] == ["--no-python", "python", "-u", "train.py"]
 
 
@@ -236,7 +236,7 @@ def test_torchrun_launch_command_uses_node_slots_and_the_runs_elastic_range() ->
         "--rdzv-endpoint=10.0.0.4:29500",
         "--local-addr=10.0.0.6",
         "--rdzv-id=run-7",
-        "--rdzv-conf=is_host=false",
+        "--rdzv-conf=is_host=false,last_call_timeout=5",
     ]
 
 
@@ -505,7 +505,7 @@ def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_a
 
     assert set(attempts.INFRASTRUCTURE_EXIT_CODES) == {
         status.EXIT_MOUNT, status.EXIT_RENDEZVOUS, status.EXIT_MAIN_LOST, status.EXIT_FABRIC,
-        status.EXIT_PREFLIGHT}
+        status.EXIT_PREFLIGHT, status.EXIT_STALLED}
     assert attempts.CHECKPOINT_DIR == metrics.CHECKPOINT_DIR
     assert attempts.CHECKPOINT_NAME.pattern == metrics.CHECKPOINT_NAME.pattern
 

@@ -25,6 +25,19 @@ def environment(**fields: object) -> dict[str, str]:
 
 def test_mpirun_by_default_and_torchrun_when_asked() -> None:
     assert environment()["TRAINGRID_LAUNCHER"] == "mpirun"
+    assert environment(launcher="torchrun")["TRAINGRID_LAUNCHER"] == "torchrun"
+    assert environment(launcher="mpirun", nodes=8, min_nodes=2)["TRAINGRID_LAUNCHER"] == "mpirun"
+
+
+def test_on_ecs_a_run_that_may_shrink_is_elastic_by_default() -> None:
+    """mpirun cannot go on without a lost node; elastic torchrun can, in the same job."""
+    elastic = environment(nodes=8, min_nodes=6)
+    assert (elastic["TRAINGRID_LAUNCHER"], elastic["TRAINGRID_MIN_NODES"]) == ("torchrun", "6")
+    assert environment(nodes=8, min_nodes=8)["TRAINGRID_LAUNCHER"] == "mpirun"
+    # Options for mpirun's line: mpirun it is.
+    assert environment(nodes=8, min_nodes=6,
+                       extra_mpi_params="-x NCCL_DEBUG=INFO")[
+        "TRAINGRID_LAUNCHER"] == "mpirun"
     elastic = environment(launcher="torchrun", nodes=8, min_nodes=2)
     assert elastic["TRAINGRID_LAUNCHER"] == "torchrun"
     assert elastic["TRAINGRID_MIN_NODES"] == "2"

@@ -33,6 +33,9 @@ DEFAULT_HOSTFILE = "/tmp/traingrid/hostfile"
 DEFAULT_FSX_MOUNT_POINT = "/fsx"
 DEFAULT_TORCHRUN_PORT = 29500
 DEFAULT_MAX_RESTARTS = 3  # elastic torchrun: restarts of the workers after a node fails
+# How long torchrun's rendezvous waits for more nodes once min_nodes have met: the nodes start
+# together (after the node's own rendezvous), and after a lost node nobody else is coming.
+TORCHRUN_LAST_CALL_S = 5.0
 DEFAULT_KILL_GRACE = 20.0
 DEFAULT_SSHD_COMMAND = "/usr/sbin/sshd"
 # The job's ssh keys, host key and configuration, made at start: private to the container.

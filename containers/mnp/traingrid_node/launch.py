@@ -16,6 +16,7 @@ from traingrid_node.config import (
     FORWARDED_VARIABLES,
     POLL_INTERVAL,
     TORCHRUN,
+    TORCHRUN_LAST_CALL_S,
     NodeConfig,
 )
 from traingrid_node.fabric import fabric_environment
@@ -29,6 +30,7 @@ from traingrid_node.status import (
     log,
     signal_name,
 )
+from traingrid_node.verdict import VERDICT_VARIABLE, clear, read, verdict_path
 
 # The variables that tell NCCL and Gloo which interface to use (the node sets both).
 SOCKET_INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
@@ -165,7 +167,8 @@ def build_torchrun_command(
     the rendezvous, not by node index. The main node hosts the rendezvous store
     (``is_host``), so it does not depend on hostnames resolving inside containers; each agent
     gives the others its node's own address (``--local-addr``), not whatever its host name
-    resolves to.
+    resolves to. Once ``min_nodes`` have met, the rendezvous waits ``TORCHRUN_LAST_CALL_S`` (not
+    torchrun's 30 s) for the others: after a lost node, the nodes left go on that much sooner.
 
     A command whose first word is a ``.py`` script is handed to torchrun as is (torchrun runs it
     with Python); anything else (``python -u train.py``, a shell script...) runs with
@@ -180,7 +183,8 @@ def build_torchrun_command(
         f"--rdzv-endpoint={main_address}:{port}",
         f"--local-addr={local_address}",
         f"--rdzv-id={run_id}",
-        f"--rdzv-conf=is_host={'true' if is_main else 'false'}",
+        f"--rdzv-conf=is_host={'true' if is_main else 'false'},"
+        f"last_call_timeout={TORCHRUN_LAST_CALL_S:g}",
     ]
     if train_command and not train_command[0].endswith(".py"):
         command.append("--no-python")
@@ -195,6 +199,9 @@ def run_launcher(
 ) -> int:
     """Run the launcher in its own process group and return its exit status."""
     interrupts.check()
+    verdict = Path(env[VERDICT_VARIABLE]) if env.get(VERDICT_VARIABLE) else None
+    if verdict is not None:
+        clear(verdict)
     log(f"starting launcher: {shlex.join(command)}")
     try:
         proc = subprocess.Popen(list(command), env=dict(env), start_new_session=True)
@@ -206,9 +213,12 @@ def run_launcher(
         return EXIT_NOT_EXECUTABLE
     interrupts.attach(proc)
     try:
-        returncode = _wait_for_launcher(proc, interrupts, kill_grace)
+        returncode = _wait_for_launcher(proc, interrupts, kill_grace, verdict)
     finally:
         interrupts.detach()
+    if (ended := read(verdict)) is not None:
+        log(f"the trainer's watchdog ended the job: {ended[1]} (status {ended[0]})")
+        return ended[0]
     status = exit_status(returncode)
     if returncode < 0:
         log(f"launcher was killed by {signal_name(-returncode)} (status {status})")
@@ -218,14 +228,20 @@ def run_launcher(
 
 
 def _wait_for_launcher(
-    proc: subprocess.Popen[bytes], interrupts: SignalForwarder, kill_grace: float
+    proc: subprocess.Popen[bytes], interrupts: SignalForwarder, kill_grace: float,
+    verdict: Path | None = None,
 ) -> int:
-    killed = False
+    killed = stopping = False
     while True:
         try:
             return proc.wait(timeout=POLL_INTERVAL * 5)
         except subprocess.TimeoutExpired:
             pass
+        if not stopping and verdict is not None and verdict.exists():
+            # The watchdog's verdict: stop every rank now (torchrun would restart them).
+            log("the trainer's watchdog left a verdict; stopping the launcher")
+            interrupts.stop_launcher()
+            stopping = True
         if not killed and interrupts.kill_due(kill_grace):
             log(f"launcher still running {kill_grace:g}s after the signal; sending SIGKILL")
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -267,8 +283,16 @@ def launcher_env(
         TRAINGRID_NODE_ADDRESS=network.address,
         TRAINGRID_INTERFACE=network.interface,
     )
+    if cfg.launcher == TORCHRUN:
+        # Each rendezvous round's rank 0 hosts the ranks' store on a port of its own, rather
+        # than every round sharing the agent's, keyed by each agent's own restart count: after
+        # a lost node one agent restarts for the failure, another for the changed membership,
+        # their counts differ, and the restarted ranks read the dead round's addresses.
+        env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if cfg.is_main:
         env["TRAINGRID_HOSTFILE"] = str(cfg.hostfile)
+        # Where the trainer's watchdog, on this node, leaves its verdict (traingrid_node.verdict).
+        env[VERDICT_VARIABLE] = str(verdict_path(cfg.hostfile))
     return env
 
 

@@ -52,6 +52,11 @@ class SignalForwarder:
         if self.received is not None:  # arrived while the launcher was being started
             self._forward(self.received)
 
+    def stop_launcher(self) -> None:
+        """SIGTERM to the launcher's process group, SIGKILL after the grace, as if Batch
+        had stopped the container (the trainer's watchdog ended the job)."""
+        self._forward(signal.SIGTERM)
+
     def detach(self) -> None:
         self._proc = None
 

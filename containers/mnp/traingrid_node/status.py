@@ -12,6 +12,9 @@ EXIT_MAIN_LOST = 67  # a worker lost its connection to the main node before the 
 EXIT_ARCHIVE = 68  # the launcher succeeded but archiving the outputs failed
 EXIT_SSHD = 69  # sshd could not be started
 EXIT_FABRIC = 70  # the instance type has EFA but the container sees fewer EFA devices
+# The trainer's watchdog saw no training step within its window: a rank hung (its verdict names
+# the node and rank; traingrid_trainer.watchdog), so another attempt on other hosts may pass.
+EXIT_STALLED = 71
 # The trainer's pre-flight check found a node far below the others (EX_TEMPFAIL: another
 # attempt on other hosts may pass); mpirun and the node pass it on.
 EXIT_PREFLIGHT = 75

@@ -44,6 +44,7 @@ class TrainConfig:
     benchmark_input: bool = False  # measure the input pipeline instead of training
     benchmark_seconds: float = 10.0
     preflight: bool = False  # measure every rank before training (preflight.py)
+    hang_rank: int | None = None  # fault injection: this rank stops stepping (resilience.py)
 
 
 # SageMaker (script mode) says where things are in its own variables: the train channel's
@@ -147,6 +148,9 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                    default=10.0)
     p.add_argument("--fail_rank", "--fail-rank", type=_non_negative, default=None,
                    help="fault injection: this rank exits 3 after the all-reduce check")
+    p.add_argument("--hang_rank", "--hang-rank", type=_non_negative, default=None,
+                   help="fault injection: this rank stops stepping after a few steps (the "
+                        "watchdog ends the job, naming it)")
     p.add_argument("--preflight", action=argparse.BooleanOptionalAction,
                    default=bool(env.get("TRAINGRID_PREFLIGHT", "").strip()),
                    help="measure every rank (all-reduce, training rate, reads) before "
@@ -178,4 +182,5 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Tra
         loader_workers=args.loader_workers, fail_rank=args.fail_rank,
         input_pipeline=args.input_pipeline, benchmark_input=args.benchmark_input,
         benchmark_seconds=args.benchmark_seconds, preflight=args.preflight,
+        hang_rank=args.hang_rank,
         checkpoint_dir=checkpoints)

@@ -9,7 +9,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -20,17 +19,17 @@ from torch.nn.parallel import DistributedDataParallel
 from traingrid_node.config import ExportConfig, export_config
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
-from traingrid_trainer import checkpoint, data, preflight, watch
+from traingrid_trainer import checkpoint, data, preflight, watch, watchdog
 from traingrid_trainer.bench import benchmark_input
 from traingrid_trainer.config import TrainConfig, parse_args
 from traingrid_trainer.model import resnet50
 from traingrid_trainer.optim import build_optimizer, built_as
+from traingrid_trainer.resilience import Resilience, restarted
 from traingrid_trainer.schedule import Schedule, recipe
 from traingrid_trainer.world import World, detect_world
 
 EXIT_FAILED_RANK = 3
 EXIT_NO_DATA = 66  # EX_NOINPUT
-COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 # A rank whose peer is gone fails this much later: mpirun reports the first rank to exit, and
 # the job's status must be the failed rank's own (3 for --fail_rank, 66 for missing data, ...),
 # not its peers' echo of it ("Connection closed by peer"), which races it.
@@ -87,13 +86,16 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
 
 def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
                 step_once: Callable[[float], torch.Tensor],
-                schedule: Schedule, recorder: watch.Recorder | None = None) -> list[float]:
-    """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window.
-    The GPU is waited for only when a window is logged (reading the loss)."""
+                schedule: Schedule, resilience: Resilience, first_step: int = 0,
+                recorder: watch.Recorder | None = None) -> list[float]:
+    """One epoch's steps from ``first_step``; returns the throughput (images/s, all ranks) of
+    each logged window. The GPU is waited for only when a window is logged (reading the loss).
+    Stops early on SIGTERM (``resilience.termination``)."""
     rates = []
     window_start, window_steps = time.perf_counter(), 0
-    for step in range(steps_per_epoch):
+    for step in range(first_step, steps_per_epoch):
         lr = schedule.lr(epoch + step / steps_per_epoch)
+        resilience.before_step(epoch, step)
         loss = step_once(lr)
         window_steps += 1
         if window_steps == cfg.log_every or step + 1 == steps_per_epoch:
@@ -110,14 +112,17 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
                                 lr=lr, steps=window_steps, batch_size=cfg.batch_size,
                                 seconds=time.perf_counter() - window_start)
             window_start, window_steps = time.perf_counter(), 0
+        if resilience.after_step():
+            break
     return rates
 
 
 def save_checkpoint(cfg: TrainConfig, epoch: int, model: nn.Module,
-                    optimizer: torch.optim.Optimizer, export: ExportConfig | None) -> Path:
-    """Save the epoch's checkpoint and send it to S3 at once, so it outlives this job's host
+                    optimizer: torch.optim.Optimizer, export: ExportConfig | None,
+                    step: int = 0, steps_per_epoch: int = 0) -> Path:
+    """Save the checkpoint and send it to S3 at once, so it outlives this job's host
     (a failed archive only delays it: the run's export copies it later)."""
-    saved = checkpoint.save(cfg.checkpoint_dir, epoch, model, optimizer)
+    saved = checkpoint.save(cfg.checkpoint_dir, epoch, model, optimizer, step, steps_per_epoch)
     if problem := archive_now(export, [saved]):
         print(f"[trainer] could not archive {saved.name} to S3 yet ({problem}); the run's "
               "export copies it later", flush=True)
@@ -134,7 +139,8 @@ def resume(cfg: TrainConfig, world: World, model: nn.Module,
     optimizer = build()
     resumed = checkpoint.resume(cfg.checkpoint_dir, model, optimizer)
     if resumed:
-        log(world, f"resuming after epoch {resumed.epoch} from {resumed.path}")
+        within = f" step {resumed.step}" if resumed.step else ""
+        log(world, f"resuming after epoch {resumed.epoch}{within} from {resumed.path}")
         if not built_as(optimizer, schedule.optimizer):
             log(world, f"the checkpoint's optimizer is not {schedule.optimizer}, which a "
                        f"global batch of {schedule.global_batch} takes: its momentum starts "
@@ -173,7 +179,8 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     if cfg.fail_rank == world.rank:
         log(world, f"failing as asked (--fail_rank {world.rank})", every_rank=True)
         return EXIT_FAILED_RANK
-    if cfg.preflight and not preflight_passes(cfg, world, device):
+    # After an elastic restart the hosts have passed the check already.
+    if cfg.preflight and not restarted(os.environ) and not preflight_passes(cfg, world, device):
         return preflight.EXIT_PREFLIGHT
     torch.manual_seed(0)  # the same initial weights on every rank
     model = resnet50().to(device)
@@ -187,6 +194,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         network = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     steps_per_epoch = cfg.steps_per_epoch or max(1, cfg.train_images // global_batch)
+    first_step = resumed.step_in(steps_per_epoch) if resumed else 0
     batches = batches_for(cfg, world, device)
     cuda = device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=cuda)
@@ -197,6 +205,14 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     export = export_config(os.environ)  # each checkpoint goes to S3 as it is written
     recorder = watch.Recorder(cfg.output_dir, world, device, export)  # the curves, as it trains
     batches = recorder.timed(batches)
+    resilience = Resilience(
+        rank=world.rank, size=world.size, local_rank=world.local_rank,
+        main_address=world.main_address, port=world.port, steps_per_epoch=steps_per_epoch,
+        start=(start, first_step), hang_rank=cfg.hang_rank,
+        save=(lambda e, s: save_checkpoint(cfg, e, model, optimizer, export, s,
+                                           steps_per_epoch)) if world.is_main else None,
+        estimate_s=checkpoint.serialize_seconds(model, optimizer) if world.is_main else 0.0,
+        log=lambda line: log(world, line, every_rank=True))
 
     def step_once(lr: float) -> torch.Tensor:
         for group in optimizer.param_groups:
@@ -206,8 +222,10 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
             loss = loss_of(network(images), labels)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        with resilience.guard:  # a SIGTERM checkpoint never reads half-updated weights
+            scaler.step(optimizer)
+            scaler.update()
+            resilience.advance()
         return loss.detach()  # no synchronization: the next batch is queued meanwhile
 
     log(world, f"training epochs {start + 1}-{cfg.epochs}, {steps_per_epoch} steps each, "
@@ -219,14 +237,23 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
     for epoch in range(start, cfg.epochs):
         network.train()
         epoch_start = time.perf_counter()
-        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule, recorder)
-        steps += steps_per_epoch
+        begin = first_step if epoch == start else 0
+        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule,
+                             resilience, begin, recorder)
+        if resilience.termination.requested.is_set():
+            log(world, "stopping on SIGTERM after the current step", every_rank=True)
+            recorder.close()
+            return resilience.stopped()
+        steps += steps_per_epoch - begin
         epoch_seconds.append(time.perf_counter() - epoch_start)
         if world.is_main:
-            saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
+            with resilience.checkpointing():
+                saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
     recorder.close()
-    top1 = evaluate(cfg, world, model, device)
+    with resilience.paused("evaluate"):
+        top1 = evaluate(cfg, world, model, device)
+    resilience.done()
     if world.is_main:
         log(world, f"final weights {checkpoint.save_final(cfg.output_dir, model)}")
         path = write_metrics(cfg.output_dir, metrics_document(
@@ -252,16 +279,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          cfg.image_size, device)), flush=True)
         return 0
     if world.size > 1:
+        # A dead peer is an error after the timeout, not a hang: NCCL aborts the communicator
+        # (asynchronous error handling), Gloo raises; elastic torchrun then restarts the ranks.
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
         dist.init_process_group("nccl" if cuda else "gloo", init_method=world.init_method,
                                 rank=world.rank, world_size=world.size,
-                                timeout=COLLECTIVE_TIMEOUT)
+                                timeout=watchdog.collective_timeout(os.environ))
     try:
         return train(cfg, world, device)
     except data.MissingData as exc:
         log(world, f"error: {exc}", every_rank=True)
         return EXIT_NO_DATA
     except RuntimeError as exc:
-        if world.size > 1 and any(sign in str(exc) for sign in PEER_LOST_SIGNS):
+        # Under torchrun no status races: the agents restart the ranks at once.
+        if (world.size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ
+                and any(sign in str(exc) for sign in PEER_LOST_SIGNS)):
             log(world, f"a peer rank is gone ({str(exc).splitlines()[0][:200]}); failing in "
                        f"{PEER_LOST_GRACE_S:g} s, so the job ends with that rank's own status",
                 every_rank=True)

@@ -63,7 +63,14 @@ EKS_RESERVED_MIB = 8 * 1024
 # Elastic torchrun by default on EKS: nodes may leave and rejoin the rendezvous the main
 # node's program hosts (``--nnodes=MIN:N``); a request may still ask for mpirun.
 EKS_DEFAULT_LAUNCHER = "torchrun"
+# On ECS the default depends on the run: elastic torchrun where it may shrink (min_nodes below
+# nodes), so a lost worker node costs a restart of the ranks inside the same Batch job (the
+# job ends only when its main node exits; "Child node failure doesn't cause more attempts"),
+# not a new attempt; mpirun cannot shrink. Where the run may not shrink a lost node ends the
+# job with either launcher, and mpirun stays: it passes on each rank's own exit status and the
+# request's extra_mpi_params.
 ECS_DEFAULT_LAUNCHER = "mpirun"
+ECS_ELASTIC_LAUNCHER = "torchrun"
 
 
 # Keys as Step Functions' aws-sdk integration takes a structure (PascalCase), as the ECS
@@ -118,12 +125,18 @@ def pod_shape(instance: InstanceType) -> PodShape:
             "resources": pod_resources(instance)}
 
 
-def launcher_for(backend: Backend, requested: str | None) -> str:
-    """The launcher a run uses: what the request says, or by default elastic torchrun on EKS
-    and mpirun on ECS."""
+def launcher_for(backend: Backend, requested: str | None, *, nodes: int = 1,
+                 min_nodes: int | None = None, mpi_options: bool = False) -> str:
+    """The launcher a run uses: what the request says, or by default elastic torchrun on EKS;
+    on ECS elastic torchrun when the run may shrink (``min_nodes`` below ``nodes``) and asks
+    nothing of mpirun (``mpi_options``: the request set its own ``extra_mpi_params``), else
+    mpirun."""
     if requested is not None:
         return requested
-    return EKS_DEFAULT_LAUNCHER if backend is Backend.EKS else ECS_DEFAULT_LAUNCHER
+    if backend is Backend.EKS:
+        return EKS_DEFAULT_LAUNCHER
+    may_shrink = min_nodes is not None and min_nodes < nodes
+    return ECS_ELASTIC_LAUNCHER if may_shrink and not mpi_options else ECS_DEFAULT_LAUNCHER
 
 
 def last_attempt_container(description: dict[str, Any]) -> dict[str, Any]:

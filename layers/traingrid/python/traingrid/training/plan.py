@@ -158,8 +158,12 @@ def job_environment(request: TrainingRunRequest, run: str, mpi_gpus: int,
         "WARMUP_EPOCHS": "auto" if request.warmup_epochs is None else str(request.warmup_epochs),
         "LR_DECAY_MODE": request.lr_decay_mode,
         "EXTRA_MPI_PARAMS": request.extra_mpi_params,
-        # mpirun from the main node, or torchrun on every node (elastic).
-        "TRAINGRID_LAUNCHER": launcher_for(backend, request.launcher),
+        # mpirun from the main node, or torchrun on every node (elastic: the default on ECS
+        # where the run may shrink, so a lost worker node is recovered in the same job).
+        "TRAINGRID_LAUNCHER": launcher_for(backend, request.launcher, nodes=request.nodes,
+                                           min_nodes=request.min_nodes,
+                                           mpi_options="extra_mpi_params"
+                                           in request.model_fields_set),
         "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
         "TRAINGRID_RUN": run,
         # The node entrypoint sets libfabric and NCCL for EFA from these (0: TCP only).

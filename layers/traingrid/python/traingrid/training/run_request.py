@@ -256,8 +256,10 @@ class TrainingRunRequest(_Strict):
         "every rank over ssh, extra_mpi_params on its line; the job ends when a node is lost) "
         "or torchrun (elastic: each node's agent starts its own ranks and, when a node fails "
         "or leaves, the agents meet again with the nodes left, at least min_nodes, and "
-        "restart the ranks from the newest checkpoint). Unset: the stack's default, mpirun "
-        "on ECS and torchrun on EKS (EksClusterName).")
+        "restart the ranks from the newest checkpoint, inside the same Batch job). Unset: "
+        "torchrun on EKS (EksClusterName); on ECS torchrun when min_nodes is below nodes and "
+        "the request sets no extra_mpi_params (a lost worker node costs a restart, not a new "
+        "attempt), else mpirun.")
     fsx: FsxOptions = Field(default_factory=FsxOptions)
     timeouts: Timeouts = Field(default_factory=Timeouts)
 

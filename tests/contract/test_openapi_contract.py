@@ -46,5 +46,5 @@ def test_schemathesis_finds_no_failure_in_any_phase(served_api, tmp_path):
     summary = result.stdout
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert f"✅  {phase}" in summary, summary
-    assert "8 selected / 8 total" in summary, summary
-    assert report.read_text().count("<testcase") >= 8
+    assert "9 selected / 9 total" in summary, summary
+    assert report.read_text().count("<testcase") >= 9

@@ -14,6 +14,7 @@ from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
 from traingrid.observability import logger
+from traingrid.runs import status_events
 from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.run_request import (
@@ -22,6 +23,7 @@ from traingrid.training.run_request import (
     require_runnable_here,
 )
 from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
+from traingrid.vocabulary.statuses import RunStatus
 from traingrid.vocabulary.training_run import PlanRunEvent, RunPlan
 
 if TYPE_CHECKING:
@@ -67,6 +69,10 @@ def plan(event: PlanRunEvent, settings: Settings) -> RunPlan:
         logger.warning("file system starves the job: %s", warning, extra={
             "required_mb_s": reads["required_mb_s"],
             "throughput_mb_s": reads["throughput_mb_s"]})
+    status_events.publish([status_events.change(
+        "TrainingRun", event["execution_arn"], RunStatus.RUNNING, pipeline="TrainingRun",
+        dataset=request.dataset, instance_type=request.instance_type,
+        nodes=planned["job"]["requested_nodes"])])
     return planned
 
 

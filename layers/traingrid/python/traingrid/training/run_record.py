@@ -14,6 +14,7 @@ from traingrid import clock
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
 from traingrid.observability import logger, metrics
+from traingrid.runs import status_events
 from traingrid.settings import DatabaseSettings
 from traingrid.training.outcome import as_dict, from_state
 from traingrid.vocabulary.training_run import RecordedRun, RecordRunEvent, TrainingRunState
@@ -34,6 +35,11 @@ def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun
     logger.info(f"run {recorded['name']} recorded {recorded['status']}",
                 extra={"training_run": recorded})
     metrics.add_metric(name=f"TrainingRuns{outcome['status'].title()}", unit="Count", value=1)
+    status_events.publish([status_events.change(
+        "TrainingRun", event["execution_arn"], outcome["status"], pipeline="TrainingRun",
+        dataset=outcome.get("dataset"), instance_type=outcome.get("instance_type"),
+        error=outcome.get("error"), cause=outcome.get("failure_cause"),
+        cost_usd=outcome["cost_usd"])])
     return recorded
 
 

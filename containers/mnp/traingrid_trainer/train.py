@@ -18,6 +18,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from traingrid_node.config import ExportConfig, export_config
+from traingrid_node.emf import Reporter
+from traingrid_node.emf import started as emf_started
+from traingrid_node.emf import stop as emf_stop
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
 from traingrid_trainer import checkpoint, data, preflight
@@ -87,7 +90,7 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
 
 def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
                 step_once: Callable[[float], torch.Tensor],
-                schedule: Schedule) -> list[float]:
+                schedule: Schedule, emf: Reporter | None = None) -> list[float]:
     """One epoch's steps; returns the throughput (images/s, all ranks) of each logged window.
     The GPU is waited for only when a window is logged (reading the loss)."""
     rates = []
@@ -101,6 +104,9 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
             rate = window_steps * cfg.batch_size * world.size / (time.perf_counter()
                                                                   - window_start)
             rates.append(rate)
+            if emf is not None:  # this node's window, as CloudWatch metrics (traingrid_node.emf)
+                emf.window(window_steps, time.perf_counter() - window_start, cfg.batch_size,
+                           loss_value, lr)
             log(world, f"epoch {epoch + 1}/{cfg.epochs} step {step + 1}/{steps_per_epoch} "
                        f"loss {loss_value:.4f} lr {lr:.5f} images/s {rate:.1f} "
                        f"({rate / world.size:.1f} per GPU)")
@@ -209,15 +215,17 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
                f"{schedule.warmup_epochs} warmup epochs"
                f"{' by the rule' if cfg.warmup_epochs is None else ''}), weight decay "
                f"{cfg.weight_decay:g} on conv/linear weights only")
+    emf = emf_started(os.environ, world.local_rank)  # CloudWatch metrics of this node
     for epoch in range(start, cfg.epochs):
         network.train()
         epoch_start = time.perf_counter()
-        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule)
+        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule, emf)
         steps += steps_per_epoch
         epoch_seconds.append(time.perf_counter() - epoch_start)
         if world.is_main:
             saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
+    emf_stop(emf)
     top1 = evaluate(cfg, world, model, device)
     if world.is_main:
         log(world, f"final weights {checkpoint.save_final(cfg.output_dir, model)}")

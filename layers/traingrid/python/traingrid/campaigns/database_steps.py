@@ -281,7 +281,8 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
     except RecordNotFound:  # planning failed before it recorded the run: record it failed
         _record_unplanned(event, cause or "the fan-out failed before planning", settings)
     else:
-        record_cost(event["execution_arn"], settings)
+        cost = record_cost(event["execution_arn"], settings)
+        metrics.add_metric(name="RunCostUSD", unit="None", value=cost["actual"]["total"])
     status_events.publish([status_events.change(
         "CampaignFanout", event["execution_arn"], status, pipeline="CampaignFanout",
         campaign=state.get("campaign"), error=error, cause=cause)])

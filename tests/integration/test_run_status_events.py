@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from traingrid.runs.status_events import DETAIL_TYPE, SOURCE
+from traingrid.notifications.run_status import DETAIL_TYPE, SOURCE
 from traingrid_local.stack import run_events
 
 pytestmark = pytest.mark.e2e

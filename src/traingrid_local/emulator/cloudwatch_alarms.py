@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from moto.cloudformation import parsing
-from moto.cloudwatch.models import Dimension as MotoDimension
 from moto.cloudwatch.models import MetricDataQuery, cloudwatch_backends
 
 from traingrid_local.emulator.patching import PATCHES
@@ -63,7 +62,8 @@ class StackAlarm:
             evaluation_periods=int(spec["EvaluationPeriods"]), period=spec.get("Period"),
             threshold=float(spec["Threshold"]), statistic=spec.get("Statistic"),
             description=spec.get("AlarmDescription"),
-            dimensions=[MotoDimension(d["Name"], d["Value"]) for d in spec.get("Dimensions", [])],
+            dimensions=[{"Name": d["Name"], "Value": d["Value"]}
+                        for d in spec.get("Dimensions", [])],
             alarm_actions=spec.get("AlarmActions", []),
             metric_data_queries=[_query(q) for q in spec.get("Metrics", [])] or None,
             datapoints_to_alarm=spec.get("DatapointsToAlarm"),
@@ -85,7 +85,8 @@ def _query(query: dict[str, Any]) -> MetricDataQuery:
         raise NotImplementedError("an alarm's MetricStat query is not adapted; "
                                   "use an Expression")
     return MetricDataQuery(query_id=query["Id"], label=query.get("Label", ""),
-                           period=query.get("Period"), return_data=query.get("ReturnData", True),
+                           period=str(query.get("Period", "")),
+                           return_data=query.get("ReturnData", True),
                            expression=query.get("Expression"))
 
 

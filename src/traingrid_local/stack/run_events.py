@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traingrid.runs.status_events import DETAIL_TYPE, SOURCE
+from traingrid.notifications.run_status import DETAIL_TYPE, SOURCE
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 
 NAME = "traingrid-run-status-events"

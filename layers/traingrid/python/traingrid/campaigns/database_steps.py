@@ -22,8 +22,8 @@ from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_mar
 from traingrid.campaigns.sagemaker_job import data_input
 from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
 from traingrid.naming import fanout_name
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
-from traingrid.runs import status_events
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
 from traingrid.training.failures import advice, readable
 from traingrid.validation import parse

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import CommandNotPermitted, DatasetNotFound, RequestInvalid
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger
-from traingrid.runs import status_events
 from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.run_request import (

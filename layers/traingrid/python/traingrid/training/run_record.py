@@ -13,8 +13,8 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
-from traingrid.runs import status_events
 from traingrid.settings import DatabaseSettings
 from traingrid.training.outcome import as_dict, from_state
 from traingrid.vocabulary.training_run import RecordedRun, RecordRunEvent, TrainingRunState

@@ -28,7 +28,8 @@ MAX_CAUSE = 4096
 
 
 def console_url(execution_arn: str) -> str:
-    region = execution_arn.split(":")[3]
+    parts = execution_arn.split(":")
+    region = parts[3] if len(parts) > 3 and parts[3] else "us-east-1"
     return (f"https://{region}.console.aws.amazon.com/states/home?region={region}"
             f"#/v2/executions/details/{execution_arn}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -49,6 +50,11 @@ def test_demo_prints_a_readable_report(tmp_path):
     assert "Leaked resources: none" in result.stdout
     assert "model/final.pt" in result.stdout
     assert "cost" in result.stdout and "$" in result.stdout
+    # The events its runs published on EventBridge: each run's start and end.
+    listed = result.stdout.split("Run-status events on EventBridge")[1]
+    assert re.search(r"TrainingRun (\S+) RUNNING\n.*TrainingRun \1 SUCCEEDED", listed, re.DOTALL)
+    assert re.search(r"CampaignFanout (\S+) RUNNING\n.*CampaignFanout \1 SUCCEEDED", listed,
+                     re.DOTALL)
 
 
 def test_demo_with_a_rejected_manifest_exits_non_zero_with_the_reason(tmp_path):

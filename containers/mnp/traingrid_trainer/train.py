@@ -17,6 +17,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from traingrid_node.config import ExportConfig, export_config
+from traingrid_node.emf import Reporter
+from traingrid_node.emf import started as emf_started
+from traingrid_node.emf import stop as emf_stop
 from traingrid_node.metrics import metrics_document, write_metrics
 from traingrid_node.outputs import archive_now
 from traingrid_trainer import checkpoint, data, preflight, watch, watchdog
@@ -87,7 +90,8 @@ def evaluate(cfg: TrainConfig, world: World, model: nn.Module,
 def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int,
                 step_once: Callable[[float], torch.Tensor],
                 schedule: Schedule, resilience: Resilience, first_step: int = 0,
-                recorder: watch.Recorder | None = None) -> list[float]:
+                recorder: watch.Recorder | None = None,
+                emf: Reporter | None = None) -> list[float]:
     """One epoch's steps from ``first_step``; returns the throughput (images/s, all ranks) of
     each logged window. The GPU is waited for only when a window is logged (reading the loss).
     Stops early on SIGTERM (``resilience.termination``)."""
@@ -103,6 +107,9 @@ def train_epoch(cfg: TrainConfig, world: World, epoch: int, steps_per_epoch: int
             rate = window_steps * cfg.batch_size * world.size / (time.perf_counter()
                                                                   - window_start)
             rates.append(rate)
+            if emf is not None:  # this node's window, as CloudWatch metrics (traingrid_node.emf)
+                emf.window(window_steps, time.perf_counter() - window_start, cfg.batch_size,
+                           loss_value, lr)
             log(world, f"epoch {epoch + 1}/{cfg.epochs} step {step + 1}/{steps_per_epoch} "
                        f"loss {loss_value:.4f} lr {lr:.5f} images/s {rate:.1f} "
                        f"({rate / world.size:.1f} per GPU)")
@@ -234,15 +241,17 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
                f"{schedule.warmup_epochs} warmup epochs"
                f"{' by the rule' if cfg.warmup_epochs is None else ''}), weight decay "
                f"{cfg.weight_decay:g} on conv/linear weights only")
+    emf = emf_started(os.environ, world.local_rank)  # CloudWatch metrics of this node
     for epoch in range(start, cfg.epochs):
         network.train()
         epoch_start = time.perf_counter()
         begin = first_step if epoch == start else 0
         rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule,
-                             resilience, begin, recorder)
+                             resilience, begin, recorder, emf)
         if resilience.termination.requested.is_set():
             log(world, "stopping on SIGTERM after the current step", every_rank=True)
             recorder.close()
+            emf_stop(emf)
             return resilience.stopped()
         steps += steps_per_epoch - begin
         epoch_seconds.append(time.perf_counter() - epoch_start)
@@ -251,6 +260,7 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
                 saved = save_checkpoint(cfg, epoch + 1, model, optimizer, export)
             log(world, f"epoch {epoch + 1} took {epoch_seconds[-1]:.1f}s; checkpoint {saved}")
     recorder.close()
+    emf_stop(emf)
     with resilience.paused("evaluate"):
         top1 = evaluate(cfg, world, model, device)
     resilience.done()

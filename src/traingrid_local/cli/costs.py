@@ -1,19 +1,31 @@
 """``traingrid costs``: what runs (TrainingRuns and CampaignFanouts) cost over a period, from
-the campaign database."""
+their recorded receipts: through the API (``GET /costs``, the served one or a deployed stack's
+with ``--stack``, whose database sits in private subnets), or straight from a campaign database
+with ``--database-url``."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from traingrid import clock
-from traingrid.costs import prices
 from traingrid.costs.receipt import PARTS
-from traingrid.costs.summary import GROUPS, summarize
-from traingrid_local.cli.runs import INVALID, UNREACHABLE, AsJson, fail
+from traingrid.costs.summary import GROUPS
+from traingrid_local.api.client import DEFAULT_ENDPOINT
+from traingrid_local.cli.runs import (
+    INVALID,
+    UNREACHABLE,
+    AsJson,
+    Endpoint,
+    Region,
+    Stack,
+    call,
+    connect,
+    fail,
+)
 from traingrid_local.cli.terminal import money, stdout
 
 commands = typer.Typer()
@@ -31,9 +43,13 @@ def _moment(option: str, text: str | None, problems: list[str]) -> datetime | No
 
 @commands.command()
 def costs(
-    database_url: Annotated[str, typer.Option(
+    endpoint: Endpoint = DEFAULT_ENDPOINT,
+    stack: Stack = None,
+    region: Region = None,
+    database_url: Annotated[str | None, typer.Option(
         envvar="TRAINGRID_DATABASE_URL",
-        help="The campaign database (e.g. the demo's: sqlite:///.traingrid/campaigns.db).")],
+        help="Read a campaign database instead of the API (e.g. the demo's: "
+             "sqlite:///.traingrid/campaigns.db).")] = None,
     since: Annotated[str | None, typer.Option(help="Runs started at or after (ISO 8601, UTC "
                                                    "if no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Runs started before (ISO 8601).")] = None,
@@ -42,7 +58,8 @@ def costs(
 ) -> None:
     """Sum what the runs started in a period cost, grouped, from their recorded receipts.
 
-    TrainingRuns and campaign fan-outs alike, read from the campaign database.
+    TrainingRuns and campaign fan-outs alike, through the API (GET /costs; --stack NAME for a
+    deployed stack), or from a campaign database with --database-url.
     """
     problems: list[str] = []
     start, end = _moment("since", since, problems), _moment("until", until, problems)
@@ -52,15 +69,28 @@ def costs(
         problems.append(f"--since {since} is not before --until {until}")
     if problems:
         raise fail("costs", "; ".join(problems), INVALID)
+    if database_url is None:
+        client = connect("costs", endpoint, stack, region)
+        query = {"by": by, "since": start and start.isoformat(),
+                 "until": end and end.isoformat()}
+        found = call("costs", client, "GET", "/costs",
+                     query={k: v for k, v in query.items() if v is not None})
+    else:
+        found = _from_database(database_url, start, end, by)
+    if as_json:
+        print(json.dumps(found, indent=2))
+        return
+    show(found, since, until)
+
+
+def _from_database(database_url: str, start: datetime | None, end: datetime | None,
+                   by: str) -> dict[str, Any]:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import RunRepository, TrainingRunRepository
+    from traingrid.costs.period import period_costs
 
     try:
-        with transaction(database_url) as session:
-            runs = (TrainingRunRepository(session).costs(start, end)
-                    + RunRepository(session).costs(start, end))
+        return period_costs(database_url, start, end, by)
     except ArgumentError as error:
         raise fail("costs", f"{database_url!r} is not a database URL: {error}",
                    INVALID) from None
@@ -68,14 +98,13 @@ def costs(
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise fail("costs", f"cannot read the campaign database: {first}",
                    UNREACHABLE) from None
-    rows = summarize(runs, by)
-    total = round(sum(row["total"] for row in rows), 6)
-    if as_json:
-        print(json.dumps({"since": since, "until": until, "by": by, "currency": prices.CURRENCY,
-                          "groups": rows, "total": total}, indent=2))
-        return
+
+
+def show(found: dict[str, Any], since: str | None, until: str | None) -> None:
+    """The costs as a table, then the period's total."""
     from rich.table import Table
 
+    by, rows = found["by"], found["groups"]
     table = Table(title=f"Run costs by {by}"
                         f"{f' since {since}' if since else ''}{f' until {until}' if until else ''}",
                   title_justify="left")
@@ -89,5 +118,5 @@ def costs(
         table.add_row(row[by], runs_text, *(money(row[p]) for p in PARTS), money(row["total"]),
                       money(row["estimated_max"]))
     stdout.print(table)
-    stdout.print(f"total: {money(total)} over {sum(r['runs'] for r in rows)} run(s)",
+    stdout.print(f"total: {money(found['total'])} over {sum(r['runs'] for r in rows)} run(s)",
                  highlight=False)

@@ -146,6 +146,12 @@ def _recorded(execution: dict[str, Any]) -> str:
 
 
 def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
+    events = result.get("run_status_events", [])
+    stdout.print(f"[bold]Run-status events[/] on EventBridge ({len(events)}):")
+    for event in events:
+        where = f" {event['region']}" if event.get("region") else ""
+        stdout.print(f"  {event['time']} {event['kind']} {event['name']}{where} "
+                     f"{event['status']}", highlight=False, soft_wrap=True)
     stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
     for artifact in result["artifacts"]:
         # Unwrapped, so each URI can be copied whole.

@@ -68,4 +68,7 @@ def deploy_traingrid(emulator: Emulator, *, database_url: str | None = None,
                        REGIONAL_TEMPLATE, region)
         for region in regions
     }
+    from traingrid_local.stack import run_events
+
+    run_events.observe(emulator)  # a user's rule: the runs' status events, to a queue
     return Deployment(stack, regional, database_url, workdir)

@@ -17,7 +17,7 @@ from traingrid.vocabulary.campaign_fanout import LIVE_REGION_JOB_STATUSES
 from traingrid_local.emulator import lambda_inprocess
 from traingrid_local.emulator.deploy import Stack
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
-from traingrid_local.stack import sample_campaign
+from traingrid_local.stack import run_events, sample_campaign
 from traingrid_local.stack.environment import Deployment
 
 LIVE_JOB_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
@@ -433,4 +433,6 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
         "retained_resources": retained,
         "artifacts": found,
         "rejected_manifests": trigger_outcomes(emulator, stack),
+        "run_status_events": run_events.summary(run_events.published(emulator,
+                                                                   execution_arns)),
     }

@@ -1,1 +1,2 @@
-"""The REST API: one Powertools resolver, a router per resource (``runs``, ``campaigns``)."""
+"""The REST API: one Powertools resolver, a router per resource (``runs``, ``campaigns``,
+``costs``)."""

@@ -22,6 +22,7 @@ from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_mar
 from traingrid.campaigns.sagemaker_job import data_input
 from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
 from traingrid.naming import fanout_name
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
 from traingrid.training.failures import advice, readable
@@ -134,6 +135,9 @@ def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
         min_instance_count=min_count or plan.instance_count,
         **data_input(plan.bytes, plan.objects),
     ) for plan in plans]
+    status_events.publish([status_events.change(
+        "CampaignFanout", event["execution_arn"], RunStatus.RUNNING, pipeline="CampaignFanout",
+        campaign=campaign_id, regions=[job["requested_region"] for job in jobs])])
     # Artifact buckets once for the run, not in every job: the state stays small with many
     # regions (each job may fall back to any of them).
     return FanoutPlan(run=name, placement=str(run.placement), jobs=jobs, buckets=buckets,
@@ -235,6 +239,10 @@ def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -
             attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
                                                "reason": result["cause"] or "completed"}],
         )
+    status_events.publish([status_events.change(
+        "RegionJob", event["execution_arn"], status, pipeline="CampaignFanout",
+        region=job["region"], requested_region=job["requested_region"],
+        job_name=job.get("job_name"), job_arn=job.get("job_arn"), cause=result["cause"])])
     return result
 
 
@@ -273,7 +281,11 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
     except RecordNotFound:  # planning failed before it recorded the run: record it failed
         _record_unplanned(event, cause or "the fan-out failed before planning", settings)
     else:
-        record_cost(event["execution_arn"], settings)
+        cost = record_cost(event["execution_arn"], settings)
+        metrics.add_metric(name="RunCostUSD", unit="None", value=cost["actual"]["total"])
+    status_events.publish([status_events.change(
+        "CampaignFanout", event["execution_arn"], status, pipeline="CampaignFanout",
+        campaign=state.get("campaign"), error=error, cause=cause)])
     return FanoutOutcome(status=status, error=error, cause=cause, jobs=results)
 
 

@@ -110,4 +110,7 @@ def _pass(trigger: dict[str, Any], settings: JanitorSettings) -> dict[str, Any]:
                 | {"released": len(released)})
     # Every pass counts, so an alarm can tell when the janitor stops running.
     metrics.add_metric(name="JanitorPasses", unit="Count", value=1)
+    # The file systems alive as the pass found them (every 5 minutes): the dashboard's count.
+    metrics.add_metric(name="FileSystemsAlive", unit="Count",
+                       value=sum(r.kind == FILE_SYSTEM for r in found))
     return outcome

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from traingrid import clock
 from traingrid.errors import CommandNotPermitted, RequestInvalid
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger
 from traingrid.training import measure
 from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
@@ -33,6 +34,7 @@ from traingrid.training.run_request import (
     require_runnable_here,
 )
 from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
+from traingrid.vocabulary.statuses import RunStatus
 from traingrid.vocabulary.training_run import Measuring, MeasuringPlan, PlanRunEvent, RunPlan
 
 if TYPE_CHECKING:
@@ -91,6 +93,10 @@ def plan(event: PlanRunEvent, settings: Settings, remaining_ms: int = 60_000
         logger.warning("file system starves the job: %s", warning, extra={
             "required_mb_s": reads["required_mb_s"],
             "throughput_mb_s": reads["throughput_mb_s"]})
+    status_events.publish([status_events.change(
+        "TrainingRun", event["execution_arn"], RunStatus.RUNNING, pipeline="TrainingRun",
+        dataset=request.dataset, instance_type=request.instance_type,
+        nodes=planned["job"]["requested_nodes"])])
     return planned
 
 

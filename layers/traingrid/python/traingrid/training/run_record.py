@@ -13,6 +13,7 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
+from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings
 from traingrid.training.outcome import as_dict, from_state
@@ -34,6 +35,16 @@ def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun
     logger.info(f"run {recorded['name']} recorded {recorded['status']}",
                 extra={"training_run": recorded})
     metrics.add_metric(name=f"TrainingRuns{outcome['status'].title()}", unit="Count", value=1)
+    # What the stack's dashboard shows: cost per day, and how long jobs waited for instances.
+    metrics.add_metric(name="RunCostUSD", unit="None", value=outcome["cost_usd"])
+    job = event["state"].get("job")
+    if isinstance(job, dict) and isinstance(job.get("waiting_s"), int | float):
+        metrics.add_metric(name="QueueWaitSeconds", unit="Seconds", value=job["waiting_s"])
+    status_events.publish([status_events.change(
+        "TrainingRun", event["execution_arn"], outcome["status"], pipeline="TrainingRun",
+        dataset=outcome.get("dataset"), instance_type=outcome.get("instance_type"),
+        error=outcome.get("error"), cause=outcome.get("failure_cause"),
+        cost_usd=outcome["cost_usd"])])
     return recorded
 
 

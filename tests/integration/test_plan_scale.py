@@ -11,6 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from traingrid.training import plan_step
 from traingrid_local.api.client import ApiClient
 from traingrid_local.cli.main import app
 from traingrid_local.demo.runner import (
@@ -65,6 +66,21 @@ def test_the_plan_step_lists_a_bounded_part_per_call_and_loops_to_the_end(
     assert all(len(json.dumps(m)) < 1024 for m in measuring)  # the loop's state stays small
     assert planned["dataset"]["objects"] == expected
     assert [m["measuring"]["parts"] for m in measuring] == list(range(1, len(measuring) + 1))
+
+
+def test_a_listing_that_would_outgrow_the_history_fails_explained(emulated, monkeypatch):
+    monkeypatch.setenv("PLAN_LIST_PAGES", "1")
+    monkeypatch.setattr(plan_step, "MAX_PARTS", 3)  # stands for the 2,500 parts of a run
+    emulator, deployment = emulated("happy")
+    upload_sample_dataset(emulator)
+    s3 = emulator.client("s3")
+    upload_folders(s3)
+    s3.put_object(Bucket=DEMO_BUCKET, Key=DEFAULT_KEY,
+                  Body=manifest_body(SCENARIOS["happy"], None))
+    execution = finish(emulator, deployment, "TrainingRunStateMachineArn").execution
+    assert execution["status"] == "FAILED"
+    assert "still being listed after 3 parts" in execution["cause"], execution["cause"]
+    assert "/dataset" in execution["cause"]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,12 @@ from botocore.config import Config
 # Adaptive mode retries throttling with backoff and client-side rate limiting. A fresh Config
 # per client: botocore rewrites the retries dict it is given.
 RETRIES = {"mode": "adaptive", "max_attempts": 10}
+# Listing a large prefix runs on a time budget: few retries and short socket timeouts, so one
+# stuck page costs seconds, not the budget (botocore's read timeout is 60 s, the step's whole
+# limit); the step's own Retry takes over from there. A pool as large as the listing's threads
+# (botocore's default is 10 connections), so every thread keeps its connection.
+LISTING_RETRIES = {"mode": "adaptive", "max_attempts": 3}
+LISTING_CONNECTIONS = 16
 
 
 @cache
@@ -26,9 +32,12 @@ def session() -> botocore.session.Session:
 @cache
 def client(service: str, region: str | None = None, parse_timestamps: bool = True) -> Any:
     """A client of ``service``; with ``parse_timestamps=False``, from ``listing_session``."""
-    maker = session() if parse_timestamps else listing_session()
-    return maker.create_client(service, region_name=region,
-                               config=Config(retries=dict(RETRIES)))
+    if parse_timestamps:
+        return session().create_client(service, region_name=region,
+                                       config=Config(retries=dict(RETRIES)))
+    return listing_session().create_client(service, region_name=region, config=Config(
+        retries=dict(LISTING_RETRIES), max_pool_connections=LISTING_CONNECTIONS,
+        connect_timeout=5, read_timeout=10))
 
 
 @cache

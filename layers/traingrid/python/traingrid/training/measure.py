@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from traingrid.aws import s3
+from traingrid.aws import clients, s3
 from traingrid.errors import DatasetNotFound, RequestInvalid
 from traingrid.training.sizing import DatasetSize
 from traingrid.vocabulary.training_run import Measuring
@@ -36,7 +36,7 @@ from traingrid.vocabulary.training_run import Measuring
 # Threads listing folders at once: S3 serves at least 5,500 GET/HEAD requests a second per
 # partitioned prefix (Amazon S3 User Guide, "Best practices design patterns"); 16 lists in flight
 # are far below it, and a page is mostly waiting on the network.
-WORKERS = 16
+WORKERS = clients.LISTING_CONNECTIONS  # one pooled connection each
 DELIMITER = "/"
 # ListObjectsV2's MaxKeys: "By default, the action returns up to 1,000 key names", its most.
 PAGE_KEYS = 1000

@@ -45,6 +45,11 @@ if TYPE_CHECKING:
 # to answer before API Gateway's 29 s integration timeout (the API function's own is 29 s).
 MARGIN_S = 15.0
 API_MARGIN_S = 9.0
+# The MeasureDataset loop's rounds, at most: each is 7 events of the execution's history
+# (Choice 2, Lambda Task 5), whose 25,000 events a Standard workflow cannot exceed; a failure
+# there cannot be caught. 2,500 rounds (17,500 events) leave the rest of the run its room, and
+# past them the run fails as a request: explained and recorded (docs/training-run.md).
+MAX_PARTS = 2500
 # The most a plan's token inflates to: a request and one key.
 TOKEN_BYTES = 64 * 1024
 
@@ -76,6 +81,11 @@ def plan(event: PlanRunEvent, settings: Settings, remaining_ms: int = 60_000
                                   _budget(settings, remaining_ms, MARGIN_S),
                                   event.get("measuring"))
     if dataset is None:
+        if progress["parts"] >= MAX_PARTS:
+            raise RequestInvalid([{"pointer": "/dataset", "message": (
+                f"{request.dataset} was still being listed after {progress['parts']} parts "
+                f"({progress['objects']:,} objects so far): more than one run's history can "
+                "hold; split it into folders (listed in parallel) or several datasets")}])
         logger.info("dataset listed in part", extra={"measuring": progress})
         return {"measuring": progress}
     planned = plan_run(

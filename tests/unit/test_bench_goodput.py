@@ -13,12 +13,14 @@ from traingrid_local import bench_goodput as model
 
 def test_the_failure_rate_is_llama3s_per_gpu_scaled_to_the_runs_gpus():
     per_gpu_hour = 419 / (54 * 24 * 16_384)
-    assert model.NODE_FAILURES_PER_S * 3600 == pytest.approx(8 * per_gpu_hour)
+    per_node_hour = model.NODE_FAILURES_PER_S * 3600
+    assert per_node_hour == pytest.approx(8 * per_gpu_hour)
     # One node's MTBF as the trainer assumes it (54 days × 2,048 nodes / 419).
-    assert 1 / model.NODE_FAILURES_PER_S / 3600 == pytest.approx(54 * 24 * 2048 / 419)
+    node_mtbf_h = 1 / model.NODE_FAILURES_PER_S / 3600
+    assert node_mtbf_h == pytest.approx(54 * 24 * 2048 / 419)
     # 20 nodes writing a checkpoint in 10 s: one every ~80 minutes.
-    assert model.interval_s(20) == pytest.approx(math.sqrt(2 * 10 * 54 * 24 * 2048 / 419 / 20
-                                                           * 3600))
+    interval = model.interval_s(20)
+    assert interval == pytest.approx(math.sqrt(2 * 10 * 54 * 24 * 2048 / 419 / 20 * 3600))
     assert 79 * 60 < model.interval_s(20) < 81 * 60
 
 

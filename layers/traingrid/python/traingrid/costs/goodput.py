@@ -31,11 +31,18 @@ PREFLIGHT_OUTCOME = "exit 75"  # training.attempts.EXIT_PREFLIGHT, as classify w
 
 
 class AttemptTime(Protocol):
-    nodes: int
-    seconds: int
-    waited_s: int
-    outcome: str | None
-    phases: dict[str, int]
+    """An attempt's nodes and times (``costs.receipt.AttemptUse``)."""
+
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def seconds(self) -> int: ...
+    @property
+    def waited_s(self) -> int: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def phases(self) -> dict[str, int]: ...
 
 
 def _hours(node_seconds: float) -> float:

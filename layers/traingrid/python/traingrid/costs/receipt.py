@@ -344,6 +344,23 @@ def from_history(events: list[dict[str, Any]], ended_at: datetime, running: bool
     return usage
 
 
+def training_run_cost(events: list[dict[str, Any]], ended_at: datetime, running: bool,
+                      estimate: Mapping[str, Any] | None,
+                      seconds: Callable[[datetime, datetime], float],
+                      describe_jobs: Callable[[list[str]], list[dict[str, Any]]] | None = None,
+                      now_ms: int = 0, later_transitions: int = 0) -> dict[str, Any]:
+    """A TrainingRun's receipt from its execution's history (``from_history``), each attempt's
+    time and queue wait from ``describe_jobs`` (Batch's DescribeJobs; ``now_ms`` for a job
+    still running), and ``later_transitions``: the states it will still enter."""
+    usage = from_history(events, ended_at, running, seconds)
+    job_ids = [a.job_id for a in usage.attempts if a.job_id]
+    if describe_jobs is not None and job_ids:
+        usage = with_batch_times(usage, describe_jobs(job_ids), now_ms)
+    if usage.transitions is not None:
+        usage.transitions += later_transitions
+    return receipt(usage, estimate)
+
+
 def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Usage:
     """What a CampaignFanout's orchestration and staging used (at the table's transfer price).
     Its regions' SageMaker time is added by a caller that can describe their jobs."""

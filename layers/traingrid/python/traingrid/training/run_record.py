@@ -47,21 +47,21 @@ LATER_TRANSITIONS = {"SUCCEEDED": 2, "FAILED": 1}
 
 def run_cost(state: TrainingRunState, execution_arn: str, status: str) -> dict[str, Any]:
     """The run's receipt as GET /runs/{name} gives it once the run has ended
-    (``runs.view.cost``): from its execution's history (transitions, Lambda invocations, the
-    file system's lifetime) and Batch's timestamps of its attempts (their queue wait
-    included), with the states still to come after this step counted. Where the history or
+    (``costs.receipt.training_run_cost``, as ``runs.view.cost``): from its execution's
+    history (transitions, Lambda invocations, the file system's lifetime) and Batch's
+    timestamps of its attempts (their queue wait included), with the states still to come after this step counted. Where the history or
     Batch cannot be read, the receipt of the run's state alone (``state_cost``)."""
     from traingrid.aws import batch, stepfunctions
-    from traingrid.runs import view
 
     plan = state.get("plan")
     estimate = plan.get("estimate") if isinstance(plan, dict) else None
     try:
         events = stepfunctions.execution_history(execution_arn)
-        return view.cost(view.TRAINING_RUN, {"status": status, "stopDate": clock.service_now()},
-                         events, dict(estimate) if isinstance(estimate, dict) else None,
-                         describe_jobs=batch.describe_jobs,
-                         later_transitions=LATER_TRANSITIONS.get(status, 1))
+        return receipt.training_run_cost(
+            events, clock.service_now(), False,
+            dict(estimate) if isinstance(estimate, dict) else None, clock.service_seconds,
+            batch.describe_jobs, int(clock.now().timestamp() * 1000),
+            LATER_TRANSITIONS.get(status, 1))
     except (TrainGridError, BotoCoreError) as error:
         logger.warning("receipt from the run's state alone", extra={"error": str(error)})
         return state_cost(state)

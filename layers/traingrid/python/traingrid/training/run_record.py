@@ -50,7 +50,8 @@ def run_cost(state: TrainingRunState, execution_arn: str, status: str) -> dict[s
     (``costs.receipt.training_run_cost``, as ``runs.view.cost``): from its execution's
     history (transitions, Lambda invocations, the file system's lifetime) and Batch's
     timestamps of its attempts (their queue wait included), with the states still to come
-    after this step counted. Where the history or Batch cannot be read, the receipt of the run's state alone (``state_cost``)."""
+    after this step counted. Where the history or Batch cannot be read, the receipt of the
+    run's state alone (``state_cost``)."""
     from traingrid.aws import batch, stepfunctions
 
     plan = state.get("plan")

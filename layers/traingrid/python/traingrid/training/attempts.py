@@ -44,6 +44,9 @@ INFRASTRUCTURE_EXIT_CODES = {
     # The instance type has EFA but the container saw fewer devices (a host without the EFA
     # driver, or an interface that did not attach): another attempt may get a host that has them.
     70: "the node's EFA devices were missing",
+    # The trainer's watchdog saw no training step within its window (a rank hung; its verdict
+    # in the main node's log names the node and rank): another attempt may get other hosts.
+    71: "the training stalled (the watchdog ended it)",
     # The trainer's pre-flight check found a node far below the others before the long run
     # (passed on by mpirun and the entrypoint): another attempt may get other hosts.
     75: "the pre-flight check failed",

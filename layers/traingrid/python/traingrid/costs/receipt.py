@@ -2,14 +2,16 @@
 
 - compute: each attempt's Batch job, from Batch's own timestamps (``startedAt`` to
   ``stoppedAt``, or now while it runs) × nodes × the instance's price; a failed or shrunk
-  attempt's node-hours count as much as the last one's;
+  attempt's node-hours count as much as the last one's, and so does each attempt's wait in
+  the queue (``createdAt`` to ``startedAt``: its instances launch, boot and pull the image then);
 - file system: its lifetime (created to deleted, or so far) × capacity at its deployment type's
   price;
 - orchestration: Step Functions state transitions and Lambda invocations, counted in the
   execution's history;
 - staging: bytes copied between regions × the transfer price (campaigns; 0 for a TrainingRun).
 
-Every line says where its figures came from. Pure: tested without AWS.
+Every line says where its figures came from, and ``goodput`` (``costs.goodput``) says how
+much of the paid node-hours trained. Pure: tested without AWS.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from traingrid_local import bench_scale_concurrent, bench_scale_plan
+from traingrid_local import bench_goodput, bench_scale_concurrent, bench_scale_plan
 from traingrid_local.emulator.deploy import stand_in_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,6 +289,7 @@ def measure() -> dict[str, Any]:
     results["capacity_decision"] = capacity_decisions()
     results.setdefault("scale", {})["concurrent"] = bench_scale_concurrent.measure()
     bench_scale_plan.measure_into(results)
+    results.setdefault("goodput", {})["simulated_week"] = bench_goodput.measure()
     return results
 
 
@@ -346,6 +347,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             met[name] = {"value": value, "at_most": bound, "unit": unit, "met": value <= bound}
     met.update(bench_scale_concurrent.goals(results))
     met.update(bench_scale_plan.goals(results))
+    met.update(bench_goodput.goals(results))
     return met
 
 
@@ -396,6 +398,7 @@ def show(results: dict[str, Any]) -> None:
     _capacity_rows(table, results)
     bench_scale_concurrent.add_rows(table, results)
     bench_scale_plan.add_row(table, results)
+    bench_goodput.add_rows(table, results)
     for name, goal in results.get("goals", {}).items():
         table.add_row(f"goal: {name} ≤ {_figure(goal['at_most'], goal['unit'])}",
                       f"{_figure(goal['value'], goal['unit'])}: "

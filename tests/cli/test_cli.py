@@ -35,6 +35,10 @@ def test_demo_json_reports_a_failed_job_with_its_cause_and_nothing_leaked():
     assert actual["compute"] > 0 and actual["file_system"] > 0
     assert round(sum(actual[part] for part in ("compute", "file_system", "orchestration",
                                                 "staging")), 6) == actual["total"]
+    # The run recorded the same receipt; none of its node-hours trained to the end.
+    assert execution["cost"]["recorded_total"] == actual["total"]
+    good = execution["cost"]["goodput"]
+    assert good["goodput"] == 0 and good["lost_node_hours"]["lost_work"] > 0
     assert report["leaked_resources"] == []
     assert report["ok"] is True
 

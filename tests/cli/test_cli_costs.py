@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from traingrid.db import migrate
 from traingrid.db.engine import dispose, transaction
 from traingrid.db.repositories import TrainingRunRepository
-from traingrid.training.run_record import run_cost
+from traingrid.training.run_record import state_cost as run_cost
 from traingrid_local.cli import terminal
 from traingrid_local.cli.main import app
 
@@ -20,21 +20,23 @@ runner = CliRunner()
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 
 
-def state(nodes: int, ran_s: int, instance_type: str = "p3.16xlarge") -> dict:
+def state(nodes: int, ran_s: int, instance_type: str = "p3.16xlarge", waited_s: int = 0
+          ) -> dict:
     return {"plan": {"job": {"instance_type": instance_type, "attempts": [
         {"attempt": 1, "nodes": nodes, "reason": "first attempt"}]},
         "file_system": {"storage_capacity_gib": 1200,
                         "lustre_configuration": {"DeploymentType": "SCRATCH_2"}},
         "estimate": {"max_usd": 1000.0}},
         "file_system": {"id": "fs-1", "hydrate_s": 0},
-        "job": {"id": f"job-{nodes}", "status": "SUCCEEDED", "running_s": ran_s}}
+        "job": {"id": f"job-{nodes}", "status": "SUCCEEDED", "running_s": ran_s,
+                "waiting_s": waited_s}}
 
 
 @pytest.fixture
 def database(tmp_path):
     url = f"sqlite:///{tmp_path / 'campaigns.db'}"
     migrate.upgrade(url)
-    runs = [("a", "s3://data/imagenet/", state(2, 3600), T0),
+    runs = [("a", "s3://data/imagenet/", state(2, 3600, waited_s=900), T0),
             ("b", "s3://data/imagenet/", state(4, 1800), T0 + timedelta(hours=1)),
             ("c", "s3://data/coco/", state(1, 3600, "p4d.24xlarge"), T0 + timedelta(days=1)),
             ("d", "s3://data/coco/", None, T0 + timedelta(days=5))]
@@ -58,9 +60,12 @@ def test_costs_sums_each_datasets_runs_in_the_period(database):
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     imagenet, coco = found["groups"]
-    # 2 nodes × 1 h + 4 × 0.5 h of p3.16xlarge at $24.48, plus their file systems.
+    # 2 nodes × (15 min in the queue + 1 h) + 4 × 0.5 h of p3.16xlarge at $24.48, plus their
+    # file systems: 4 of the 4.5 node-hours paid for trained.
     assert imagenet["dataset"] == "s3://data/imagenet/" and imagenet["runs"] == 2
-    assert imagenet["compute"] == 4 * 24.48
+    assert imagenet["compute"] == 4.5 * 24.48
+    assert imagenet["paid_node_hours"] == 4.5 and imagenet["productive_node_hours"] == 4.0
+    assert imagenet["goodput"] == round(4 / 4.5, 4) and coco["goodput"] == 1.0
     assert coco["compute"] == 32.7726 and coco["runs"] == 1  # d started after --until
     for group in found["groups"]:
         assert round(sum(group[p] for p in ("compute", "file_system", "orchestration",
@@ -74,6 +79,8 @@ def test_costs_by_instance_type_counts_runs_recorded_without_a_cost(database):
     assert result.exit_code == 0, result.output
     assert "p4d.24xlarge" in result.stdout and "1 without a cost" in result.stdout
     assert "total: $" in result.stdout
+    assert "goodput (productive of paid node-hours): p3.16xlarge 88.9% (4.00 of 4.50); " \
+           "p4d.24xlarge 100.0% (1.00 of 1.00)" in result.stdout
 
 
 def test_costs_lists_every_bad_option_at_once(database):
@@ -89,6 +96,10 @@ def test_status_shows_the_receipt_beside_the_estimate():
     line = terminal.cost_line(cost)
     assert line.startswith(f"cost: ${cost['actual']['total']:,.2f} (compute $48.96, ")
     assert "estimated at most $1,000.00" in line and cost["prices_version"] in line
+    assert line.endswith(" · goodput 100.0% (2.00 of 2.00 node-hours productive)")
+    waited = terminal.cost_line(run_cost(state(2, 3600, waited_s=1200)))
+    assert waited.endswith("goodput 75.0% (2.00 of 2.67 node-hours productive; lost: queue "
+                           "0.67)")
     assert terminal.cost_line({**cost, "in_flight": True}).startswith("cost so far: ")
 
 

@@ -71,6 +71,11 @@ def test_a_run_submitted_over_the_api_is_listed_then_seen_through_to_succeeded(h
     spent = page.locator("table.facts tr", has=page.get_by_text("spent", exact=True))
     expect(spent).to_contain_text("$")
     assert run["cost"]["actual"]["total"] > 0 and not run["cost"]["in_flight"]
+    good = run["cost"]["goodput"]
+    goodput = page.locator("table.facts tr", has=page.get_by_text("goodput", exact=True))
+    expect(goodput).to_contain_text(f"{good['goodput'] * 100:.1f}% (")
+    expect(page.locator("table.facts tr", has=page.get_by_text("lost to queue", exact=True))
+           ).to_contain_text("node-hours")
     page.screenshot(path=ARTIFACTS / "training-run-succeeded.png", full_page=True)
 
 

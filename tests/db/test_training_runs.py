@@ -71,7 +71,7 @@ def test_a_status_step_functions_does_not_have_is_refused(migrated_url):
 
 
 def test_a_runs_cost_receipt_is_kept_exactly_and_summed_over_a_period(migrated_url):
-    from traingrid.training.run_record import run_cost
+    from traingrid.training.run_record import state_cost
 
     state = {"plan": {"job": {"instance_type": "p3.16xlarge", "attempts": [
         {"attempt": 1, "nodes": 4, "reason": "first attempt", "job_id": "job-1",
@@ -81,7 +81,7 @@ def test_a_runs_cost_receipt_is_kept_exactly_and_summed_over_a_period(migrated_u
                         "lustre_configuration": {"DeploymentType": "SCRATCH_2"}}},
         "file_system": {"id": "fs-1", "hydrate_s": 600},
         "job": {"id": "job-2", "status": "SUCCEEDED", "running_s": 3600}}
-    cost = run_cost(state)
+    cost = state_cost(state)
     with transaction(migrated_url) as session:
         runs = TrainingRunRepository(session)
         runs.record(outcome("resnet-1", cost=cost, cost_usd=cost["actual"]["total"]))

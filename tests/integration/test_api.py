@@ -34,7 +34,8 @@ def pointers(answer) -> list[str]:
     return [p["pointer"] for p in answer.body["problems"]]
 
 
-def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(client):
+def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(client,
+                                                                               served_api):
     answer = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2})
     assert answer.status == 202, answer.body
     submitted = answer.body
@@ -62,6 +63,18 @@ def test_a_submitted_run_is_followed_to_its_end_with_states_artifacts_and_logs(c
         for s in run["states"])
     offsets = [s["offset_s"] for s in run["states"]]
     assert offsets == sorted(offsets) and run["duration_s"] >= offsets[-1]
+
+    # Its receipt says its goodput, and it is the receipt the run recorded, line for line.
+    good = run["cost"]["goodput"]
+    assert 0 < good["productive_node_hours"] < good["paid_node_hours"]
+    assert good["goodput"] == round(good["productive_node_hours"] / good["paid_node_hours"], 4)
+    assert good["lost_node_hours"]["queue"] > 0 and good["lost_node_hours"]["lost_work"] == 0
+    from traingrid.db.engine import transaction
+    from traingrid.db.repositories import TrainingRunRepository
+
+    with transaction(served_api.deployment.database_url) as session:
+        recorded = TrainingRunRepository(session).get(run["execution_arn"]).cost
+    assert recorded == run["cost"]
 
     listed = client.get("/runs", pipeline="training")["runs"]
     assert name in [r["name"] for r in listed]

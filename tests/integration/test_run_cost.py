@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
@@ -42,22 +43,33 @@ def test_a_lost_nodes_attempt_is_on_the_runs_receipt(run_scenario):
     second_s = (second["stoppedAt"] - second["startedAt"]) // 1000
     price = INSTANCE_TYPES["p4d.24xlarge"].usd_per_hour
     compute = [line for line in cost["lines"] if line["part"] == "compute"]
+    ran = [line for line in compute if "in the queue" not in line["item"]]
     # The failed first attempt's 20 minutes on 20 nodes count, then the second job's time.
-    assert [line["quantity"] for line in compute] == [round(20 * 1200 / 3600, 6),
-                                                      round(20 * second_s / 3600, 6)]
-    assert first["job_id"] in compute[0]["item"] and done["jobId"] in compute[1]["item"]
-    assert cost["actual"]["compute"] == round(20 * (1200 + second_s) / 3600 * price, 6)
+    assert [line["quantity"] for line in ran] == [round(20 * 1200 / 3600, 6),
+                                                  round(20 * second_s / 3600, 6)]
+    assert first["job_id"] in ran[0]["item"] and done["jobId"] in ran[1]["item"]
+    waited_s = sum(line["quantity"] for line in compute) * 3600 / 20 - 1200 - second_s
+    assert cost["actual"]["compute"] == pytest.approx(
+        20 * (1200 + second_s + waited_s) / 3600 * price, abs=1e-3)
     (fs,) = [line for line in cost["lines"] if line["part"] == "file_system"]
     capacity = int(re.search(r"SCRATCH_2 (\d+) GiB", fs["item"]).group(1))
     hours = fs["quantity"] / capacity  # its GB-hours over its capacity
     assert (1200 + second_s) / 3600 < hours <= execution["simulated_seconds"] / 3600 + 0.01
     transitions = next(line for line in cost["lines"] if "state transitions" in line["item"])
     assert transitions["quantity"] == execution["state_transitions"]
-    # The run recorded its own receipt: the same compute, its total as cost_usd.
+    # The run recorded its own receipt: the one the API gives once the run has ended, line
+    # for line (transitions, each attempt's queue wait and the file system's export included).
     record = outcome.record
-    assert record["cost"]["actual"]["compute"] == cost["actual"]["compute"]
+    assert record["cost"] == {k: v for k, v in cost.items() if k != "recorded_total"}
+    assert cost["recorded_total"] == cost["actual"]["total"]  # as the demo report shows both
     assert float(record["cost_usd"]) == record["cost"]["actual"]["total"] > 0
-    assert_adds_up(record["cost"])
+    waits = [line for line in compute if "in the queue" in line["item"]]
+    assert len(waits) == 2 and all(line["quantity"] > 0 for line in waits)
+    good = cost["goodput"]
+    assert good["lost_node_hours"]["lost_work"] == round(20 * 1200 / 3600, 6)
+    assert good["lost_node_hours"]["queue"] == round(sum(w["quantity"] for w in waits), 6)
+    assert 0 < good["goodput"] < 1
+    assert good["productive_node_hours"] == round(20 * second_s / 3600, 6)
 
 
 def test_a_fanouts_receipt_prices_each_regions_billable_time_and_its_staging(run_campaign):

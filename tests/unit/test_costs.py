@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from traingrid.costs import prices, receipt
-from traingrid.training.run_record import run_cost
+from traingrid.training.run_record import state_cost
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -132,14 +132,14 @@ def test_from_history_measures_the_file_system_and_counts_the_orchestration():
 def test_the_record_step_prices_what_the_state_measured():
     state = {"plan": plan(NODE_LOST), "file_system": {"id": "fs-1", "hydrate_s": 300},
              "job": ENDED_JOB}
-    cost = run_cost(state)
+    cost = state_cost(state)
     assert cost["actual"]["compute"] == 3100.8
     fs = next(line for line in cost["lines"] if line["part"] == "file_system")
     assert fs["quantity"] == round(1200 * (300 + 1200 + 21600) / 3600, 6)
     assert cost["estimate"]["max_usd"] == 35367.12
     assert_adds_up(cost)
     # A run that failed before its file system existed costs nothing and says why.
-    early = run_cost({"plan": plan([{"attempt": 1, "nodes": 20, "reason": "first attempt"}])})
+    early = state_cost({"plan": plan([{"attempt": 1, "nodes": 20, "reason": "first attempt"}])})
     assert early["actual"]["total"] == 0
     assert_adds_up(early)
 
@@ -217,3 +217,48 @@ def test_batchs_own_timestamps_replace_what_the_run_measured():
         {"jobId": "job-2", "startedAt": 5_000_000}], 5_600_000)
     assert [(a.seconds, a.running) for a in running.attempts] == [(1200, False), (600, True)]
     assert "as the run measured it" in running.attempts[0].source  # Batch no longer has it
+
+
+def test_the_queue_wait_is_billed_and_goodput_says_where_the_node_hours_went():
+    # job-1 waited 5 min, ran 20 min and lost a node; job-2 waited 10 min, then trained 6 h,
+    # 2 min of it in-job recovery after a lost worker (as the job reported it).
+    used = receipt.attempts_used(plan(NODE_LOST)["job"],
+                                 {"id": "job-2", "status": "SUCCEEDED", "running_s": 0,
+                                  "phases": {"recovery": 120, "bogus": 9}})
+    assert used[1].phases == {"recovery": 120}
+    described = [{"jobId": "job-1", "createdAt": 700_000, "startedAt": 1_000_000,
+                  "stoppedAt": 2_200_000},
+                 {"jobId": "job-2", "createdAt": 4_400_000, "startedAt": 5_000_000,
+                  "stoppedAt": 26_600_000}]
+    usage = receipt.with_batch_times(receipt.Usage("p3.16xlarge", used), described, 30_000_000)
+    cost = receipt.receipt(usage, None)
+    assert_adds_up(cost)
+    price = prices.instance_hour("p3.16xlarge").usd
+    waits = [line for line in cost["lines"] if "in the queue" in line["item"]]
+    assert [line["quantity"] for line in waits] == [round(20 * 300 / 3600, 6),
+                                                    round(20 * 600 / 3600, 6)]
+    assert all("createdAt → startedAt" in line["source"] for line in waits)
+    paid_s = 20 * (300 + 1200 + 600 + 21600)
+    assert cost["actual"]["compute"] == pytest.approx(paid_s / 3600 * price, abs=1e-5)
+    good = cost["goodput"]
+    assert good["paid_node_hours"] == round(paid_s / 3600, 6)
+    assert good["lost_node_hours"] == {
+        "queue": round(20 * 900 / 3600, 6), "boot": 0.0, "hydration": 0.0, "preflight": 0.0,
+        "lost_work": round(20 * 1200 / 3600, 6), "recovery": round(20 * 120 / 3600, 6),
+        "export": 0.0}
+    productive_s = 20 * (21600 - 120)
+    assert good["productive_node_hours"] == round(productive_s / 3600, 6)
+    assert good["goodput"] == round(productive_s / paid_s, 4)
+
+
+def test_a_failed_preflight_is_preflight_not_lost_work_and_nothing_paid_has_no_goodput():
+    from traingrid.costs.goodput import goodput
+
+    first = receipt.AttemptUse(1, 4, 150, "job-1", waited_s=60,
+                               outcome="exit 75: node 2's bus bandwidth 0.4 GB/s")
+    second = receipt.AttemptUse(2, 4, 3600, "job-2", waited_s=40)
+    found = goodput([first, second])
+    assert found["lost_node_hours"]["preflight"] == round(4 * 150 / 3600, 6)
+    assert found["lost_node_hours"]["lost_work"] == 0.0
+    assert found["goodput"] == round(3600 / (60 + 150 + 40 + 3600), 4)
+    assert goodput([])["goodput"] is None

@@ -120,3 +120,8 @@ def show(found: dict[str, Any], since: str | None, until: str | None) -> None:
     stdout.print(table)
     stdout.print(f"total: {money(found['total'])} over {sum(r['runs'] for r in rows)} run(s)",
                  highlight=False)
+    measured = [f"{row[by]} {row['goodput']:.1%} ({row['productive_node_hours']:.2f} of "
+                f"{row['paid_node_hours']:.2f})" for row in rows if row["goodput"] is not None]
+    if measured:
+        stdout.print("goodput (productive of paid node-hours): " + "; ".join(measured),
+                     highlight=False, soft_wrap=True)

@@ -134,7 +134,14 @@ def _print_report(result: dict[str, Any]) -> None:
 
 def _cost(execution: dict[str, Any]) -> str:
     cost = execution.get("cost")
-    return f"${cost['actual']['total']:,.2f}" if cost else "-"
+    if not cost:
+        return "-"
+    total, recorded = cost["actual"]["total"], cost.get("recorded_total")
+    text = f"${total:,.2f}"
+    if recorded is not None and round(recorded, 2) != round(total, 2):
+        text += f" (recorded ${recorded:,.2f})"
+    good = (cost.get("goodput") or {}).get("goodput")
+    return text + (f" · goodput {good:.1%}" if good is not None else "")
 
 
 def _recorded(execution: dict[str, Any]) -> str:

@@ -121,7 +121,19 @@ def cost_line(cost: dict[str, Any] | None) -> str | None:
                else f"; estimated {money(estimate['estimated_usd'])}"
                if "estimated_usd" in estimate else "")
     return (f"cost{so_far}: {money(actual['total'])} ({parts}){planned} · prices "
-            f"{cost['prices_version']}")
+            f"{cost['prices_version']}{goodput_text(cost.get('goodput'))}")
+
+
+def goodput_text(goodput: dict[str, Any] | None) -> str:
+    """`` · goodput 93% (…)``: productive over paid node-hours and the largest losses."""
+    if not goodput or goodput.get("goodput") is None:
+        return ""
+    lost = sorted(((hours, cause) for cause, hours in goodput["lost_node_hours"].items()
+                   if hours), reverse=True)
+    where = ", ".join(f"{cause.replace('_', ' ')} {hours:.2f}" for hours, cause in lost)
+    return (f" · goodput {goodput['goodput']:.1%} ({goodput['productive_node_hours']:.2f} of "
+            f"{goodput['paid_node_hours']:.2f} node-hours productive"
+            f"{'; lost: ' + where if where else ''})")
 
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:

@@ -59,6 +59,14 @@ SCENARIOS: dict[str, Scenario] = {
         frozenset({"node-lost"}), {"training": "SUCCEEDED"},
         description="the first job's main node host is lost after 20 minutes; the run resumes "
                     "from its checkpoint on the same nodes and succeeds on the second attempt"),
+    "worker-lost": Scenario(
+        frozenset({"worker-lost"}), {"training": "SUCCEEDED"},
+        description="the first job loses a worker node's host after 20 minutes; the job goes "
+                    "on on the others (their elastic recovery) and succeeds in that attempt"),
+    "hung-job": Scenario(
+        frozenset({"hung-job"}), {"training": "SUCCEEDED"},
+        description="the first job stops stepping after 20 minutes; the trainer's watchdog "
+                    "ends it (exit 71) and the second attempt succeeds"),
     "slow-node": Scenario(
         frozenset({"slow-node"}), {"training": "SUCCEEDED"},
         description="the first job's pre-flight check finds one node far below the others and "

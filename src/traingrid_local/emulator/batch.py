@@ -11,7 +11,8 @@ as a "Batch Job State Change" event (detail: the job as DescribeJobs shows it), 
 moment it happens, as Batch does. Faults: ``batch-job-failed`` (main node exits 1 after some
 training), ``node-lost`` (the main node's host of a run's first job is terminated after some
 training: the job FAILS with no exit code and only the checkpoints written so far reach S3;
-``node-lost-every-attempt``: of every job), ``stuck-runnable`` (a job never placed, as is one asking
+``node-lost-every-attempt``: of every job), ``worker-lost`` and ``hung-job``
+(:mod:`.batch_nodes`), ``stuck-runnable`` (a job never placed, as is one asking
 a node for more memory than it registers, or under ``capacity-8-nodes`` for more than 8 nodes: then
 EC2's InsufficientInstanceCapacity shows in the compute environment's scaling activities,
 :mod:`.capacity`; under ``vcpu-quota`` for more vCPUs than the account's limit, VcpuLimitExceeded),
@@ -43,6 +44,7 @@ from moto.batch_simple.models import BatchSimpleBackend
 
 from traingrid.training.attempts import EXIT_PREFLIGHT
 from traingrid_local.emulator import (
+    batch_nodes,
     batch_pods,
     capacity,
     events,
@@ -86,7 +88,10 @@ class SimulatedJob:
     training_seconds: float
     command: list[str] = field(default_factory=list)
     lost: bool = False  # the main node's host goes away mid-training
-    slow_node: bool = False  # the pre-flight check finds a slow node: exits before training
+    worker_lost: bool = False  # a worker's host goes away mid-training: batch_nodes
+    hangs: bool = False  # the training stops stepping: the watchdog exits 71 (batch_nodes)
+    # The trainer's pre-flight check finds a slow node and the job exits before training.
+    slow_node: bool = False
     # Why the trainer's first step dies of SIGBUS (its loaders outgrow /dev/shm), else None.
     bus_error: str | None = None
     mount_error: str | None = None  # why no node can mount the run's file system, if so
@@ -108,7 +113,7 @@ class SimulatedJob:
             if following == "STARTING" and self.stuck:
                 return moments[:-1]
         end = ("FAILED" if any((self.fails, self.lost, self.bus_error, self.slow_node,
-                                self.mount_error)) else "SUCCEEDED")
+                                self.mount_error, self.hangs)) else "SUCCEEDED")
         return [*moments, (end, self.submitted_at + timedelta(seconds=elapsed + self.run_for()))]
 
     def runnable_at(self) -> datetime:
@@ -121,7 +126,19 @@ class SimulatedJob:
                     else BUS_ERROR_AFTER_SECONDS)
         if self.slow_node:
             return workload.PREFLIGHT_SECONDS
+        if self.hangs:
+            return batch_nodes.LOST_AFTER_SECONDS + batch_nodes.HANG_WINDOW_SECONDS
+        if self.worker_lost:
+            return batch_nodes.worker_lost_run_for(self.training_seconds, self.num_nodes)
         return FAILING_AFTER_SECONDS if self.fails or self.lost else self.training_seconds
+
+    def lost_node_description(self, index: int) -> dict[str, Any] | None:
+        """The worker node a ``worker_lost`` job lost (its last), once lost, as DescribeJobs
+        describes it; None for every other node."""
+        if not (self.worker_lost and self.started_at and index == self.num_nodes - 1 > 0):
+            return None
+        lost_at = self.started_at + timedelta(seconds=batch_nodes.LOST_AFTER_SECONDS)
+        return batch_nodes.lost_node(_ms(lost_at)) if lost_at <= CLOCK.now() else None
 
     def path(self) -> list[str]:
         """The statuses the job has been in so far, in order (a terminated job ends FAILED
@@ -174,6 +191,9 @@ class SimulatedJob:
         elif self.lost:
             self._finish(job, end, succeeded=False, exit_code=None, exports=False,
                          reason=f"Host EC2 (instance {LOST_INSTANCE}) terminated.")
+        elif self.hangs:
+            self._finish(job, end, succeeded=False, exit_code=batch_nodes.HANG_EXIT_CODE,
+                         reason="Essential container in task exited")
         elif self.fails:
             self._finish(job, end, succeeded=False, exit_code=MAIN_NODE_EXIT_CODE,
                          reason="Essential container in task exited")
@@ -323,7 +343,7 @@ def _submitjob(previous: Any) -> Any:
         num_nodes = int(overrides.get("numNodes", node_properties.get("numNodes", 1)))
         command = list(_container_value(definition, overrides, "command") or [])
         linux = _container_value(definition, overrides, "linuxParameters") or {}
-        faults = fault_injection.CURRENT
+        faults, run = fault_injection.CURRENT, environment.get("TRAINGRID_RUN") or job.job_name
         over_quota = (faults.on("vcpu-quota")
                       and num_nodes * instances.instance_vcpus(instance_type) > VCPU_LIMIT)
         no_capacity = (faults.on("stuck-runnable") or over_quota
@@ -340,8 +360,9 @@ def _submitjob(previous: Any) -> Any:
             stuck=no_capacity or not instances.fits_a_node(instance_type, requirements),
             fails=faults.on("batch-job-failed"),
             lost=faults.loses_host(environment.get("TRAINGRID_RUN") or job.job_name),
-            slow_node=(faults.on("slow-node") and faults.first_time(
-                "slow-node", environment.get("TRAINGRID_RUN") or job.job_name)),
+            worker_lost=faults.first_job_of("worker-lost", run),
+            hangs=faults.first_job_of("hung-job", run),
+            slow_node=faults.first_job_of("slow-node", run),
             training_seconds=training_seconds(environment),
             mount_error=workload.mount_refusal(self.batch_backend.account_id,
                                                self.batch_backend.region_name, environment),
@@ -400,35 +421,6 @@ def _describe(previous: Any) -> Any:
     return describe
 
 
-def node_description(parent: dict[str, Any], index: int) -> dict[str, Any]:
-    """A node of a multi-node job, as Batch describes ``<jobId>#<index>``: workers end with the
-    main node's status."""
-    main = parent.get("nodeProperties", {}).get("mainNode", 0)
-    out = dict(parent, jobId=f"{parent['jobId']}#{index}",
-               jobArn=f"{parent['jobArn']}#{index}",
-               nodeDetails={"nodeIndex": index, "isMainNode": index == main})
-    out.pop("nodeProperties", None)
-    return out
-
-
-def _describe_jobs(previous: Any) -> Any:
-    def describe_jobs(self: BatchBackend, jobs: list[str] | None) -> list[dict[str, Any]]:
-        wanted = list(jobs or [])
-        parents = [j for j in wanted if "#" not in j]
-        # No ids means every job; only node ids means no parent.
-        found = previous(self, parents) if parents or not wanted else []
-        for node in (j for j in wanted if "#" in j):
-            parent_id, _, index = node.partition("#")
-            job = self._jobs.get(parent_id)
-            if job is not None and index.isdigit() and SIMULATED.on(job):
-                parent = job.describe()
-                if int(index) < parent["nodeProperties"]["numNodes"]:
-                    found.append(node_description(parent, int(index)))
-        return found
-
-    return describe_jobs
-
-
 def _job_definition_describe(previous: Any) -> Any:
     def job_definition_describe(self: JobDefinition) -> dict[str, Any]:
         out = previous(self)
@@ -446,5 +438,6 @@ def apply() -> None:
     PATCHES.replace(Job, "status", property(_status, _set_status))
     PATCHES.wrap(Job, "describe", _describe)
     PATCHES.wrap(JobDefinition, "describe", _job_definition_describe)
-    PATCHES.wrap(BatchBackend, "describe_jobs", _describe_jobs)
+    PATCHES.wrap(BatchBackend, "describe_jobs",
+                 lambda previous: batch_nodes.describe_jobs(previous, SIMULATED.get))
     PATCHES.wrap(BatchBackend, "terminate_job", _terminate_job)

@@ -21,6 +21,10 @@ FAULTS: dict[str, str] = {
     "node-lost": "the first training job of each run loses its main node's host: no exit, no "
                  "export on exit (its checkpoints reached S3 as they were written)",
     "node-lost-every-attempt": "every training job loses its main node's host, as node-lost",
+    "worker-lost": "the first training job of each run loses a worker node's host: the job "
+                   "goes on RUNNING on the others and ends on fewer nodes, in one attempt",
+    "hung-job": "the first training job of each run stops stepping: the trainer's watchdog "
+                "ends it, exit 71",
     "slow-node": "the first training job of each run has a node far below the others: the "
                  "trainer's pre-flight check names it and the job exits 75 before training",
     "straggler": "one node of every training job reads its data at 70% of the others' pace, "
@@ -104,6 +108,10 @@ class FaultPlan:
         with self._lock:
             self._calls[f"{name}:{key}"] += 1
             return self._calls[f"{name}:{key}"] == 1
+
+    def first_job_of(self, name: str, run: str) -> bool:
+        """Whether fault ``name`` is on and this is the first job of ``run`` it is asked for."""
+        return self.on(name) and self.first_time(name, run)
 
     def loses_host(self, run: str) -> bool:
         """Whether a job of ``run`` loses its main node's host (node-lost: its first job;

@@ -132,6 +132,7 @@ class Emulator:
         apply_adaptations()
         # Everything TrainGrid stamps comes from the simulated clock during the session.
         PATCHES.replace(traingrid.clock, "now", CLOCK.now)
+        PATCHES.replace(traingrid.clock, "service_seconds", CLOCK.simulated_seconds)
         for service, seconds in self.training_seconds.items():
             PATCHES.replace(TRAINING_SERVICES[service], "TRAINING_SECONDS", seconds)
         self._mock.start()

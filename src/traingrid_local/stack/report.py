@@ -404,6 +404,8 @@ def build(emulator: Emulator, deployment: Deployment, execution_arns: list[str],
             entry["cleanup"] = cleanup(emulator, events)
             entry.update(training_attempts(events))
             entry["record"] = training_record(deployment.database_url, entry["execution_arn"])
+            # The receipt the run recorded, beside the API's (``cost.actual.total``): the same.
+            entry["cost"]["recorded_total"] = (entry["record"] or {}).get("cost_usd")
         if entry["state_machine"] == "CampaignFanout":
             reasons = planned_inputs(events)
             entry["jobs"] = [

@@ -34,3 +34,9 @@ def service_now() -> datetime:
     S3 LastModified). The emulator simulates ``now`` for TrainGrid's own timestamps, but not
     the services' stamps, and what is compared with those must come from this clock."""
     return datetime.now(UTC)
+
+
+def service_seconds(start: datetime, end: datetime) -> float:
+    """Seconds between two of the services' stamps (execution history events). The emulator,
+    whose services stamp real time while its clock runs faster, measures them on its clock."""
+    return (end - start).total_seconds()

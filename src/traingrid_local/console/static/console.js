@@ -203,6 +203,16 @@ function cost(run) {
       ["compute", usd(actual.compute)], ["file system", usd(actual.file_system)],
       ["orchestration", usd(actual.orchestration)]);
     if (actual.staging) spent.push(["staging", usd(actual.staging)]);
+    const good = run.cost.goodput;
+    if (good && good.goodput !== null) {
+      // Productive over paid node-hours, then where the rest went (the largest first).
+      spent.push(["goodput", `${(good.goodput * 100).toFixed(1)}% (` +
+        `${good.productive_node_hours.toFixed(2)} of ${good.paid_node_hours.toFixed(2)} ` +
+        "node-hours productive)"]);
+      Object.entries(good.lost_node_hours).filter(([, h]) => h > 0).sort((a, b) => b[1] - a[1])
+        .forEach(([cause, h]) => spent.push([`lost to ${cause.replace("_", " ")}`,
+          `${h.toFixed(2)} node-hours`]));
+    }
   }
   return facts(spent.concat(Object.entries(run.estimate).map(([k, v]) => [
     `estimate: ${names[k] || k}`, usd(v)])));

@@ -2,14 +2,16 @@
 
 - compute: each attempt's Batch job, from Batch's own timestamps (``startedAt`` to
   ``stoppedAt``, or now while it runs) × nodes × the instance's price; a failed or shrunk
-  attempt's node-hours count as much as the last one's;
+  attempt's node-hours count as much as the last one's, and so does each attempt's wait in
+  the queue (``createdAt`` to ``startedAt``: its instances launch, boot and pull the image then);
 - file system: its lifetime (created to deleted, or so far) × capacity at its deployment type's
   price;
 - orchestration: Step Functions state transitions and Lambda invocations, counted in the
   execution's history;
 - staging: bytes copied between regions × the transfer price (campaigns; 0 for a TrainingRun).
 
-Every line says where its figures came from. Pure: tested without AWS.
+Every line says where its figures came from, and ``goodput`` (``costs.goodput``) says how
+much of the paid node-hours trained. Pure: tested without AWS.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from traingrid.costs import prices
-from traingrid.vocabulary.statuses import ENDED_JOB_STATUSES
+from traingrid.costs import goodput, prices
+from traingrid.vocabulary.statuses import ENDED_JOB_STATUSES, BatchJobStatus
 
 PARTS = ("compute", "file_system", "orchestration", "staging")
 CENT_FRACTION = Decimal("0.000001")
 BATCH_TIMES = "Batch DescribeJobs startedAt → stoppedAt"
+BATCH_WAIT = "Batch DescribeJobs createdAt → startedAt"
+# The instances launch, boot and pull the image while the job is RUNNABLE/STARTING: EC2 bills
+# each from its launch, so the wait is billed (at most: an instance launches within it).
+WAIT_BILLED = "EC2 bills an instance from its launch, within the job's RUNNABLE wait (at most)"
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,9 @@ class AttemptUse:
     job_id: str | None
     running: bool = False
     source: str = BATCH_TIMES + " (as the run measured it)"
+    waited_s: int = 0  # RUNNABLE/STARTING: Batch createdAt → startedAt
+    outcome: str | None = None  # why it failed (``training.attempts.classify``); None: it did not
+    phases: dict[str, int] = field(default_factory=dict)  # seconds the job reported by cause
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,12 @@ def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
             continue
         line = _line("compute", item, a.nodes * a.seconds / 3600, price)
         lines.append(line | {"source": f"{a.source} × nodes; {price.source}"})
+        if a.waited_s:
+            wait = _line("compute", f"attempt {a.attempt}: {a.nodes} × {usage.instance_type} "
+                                    f"launching and booting, {a.waited_s} s in the queue",
+                         a.nodes * a.waited_s / 3600, price)
+            lines.append(wait | {"source": f"{BATCH_WAIT} × nodes ({WAIT_BILLED}); "
+                                           f"{price.source}"})
     fs = usage.file_system
     if fs is not None:
         gb_hour = prices.file_system_gb_hour(fs.deployment_type, fs.per_unit_mb_s)
@@ -192,6 +207,7 @@ def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
         "prices_version": prices.VERSION,
         "in_flight": usage.in_flight,
         "lines": [line | {"amount": float(line["amount"])} for line in lines],
+        "goodput": None if usage.fanout else goodput.goodput(usage.attempts),
     }
 
 
@@ -201,6 +217,10 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _phases(value: Any) -> dict[str, int]:
+    return {k: _count(v) for k, v in _dict(value).items() if k in goodput.CAUSES}
 
 
 def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[AttemptUse]:
@@ -214,11 +234,17 @@ def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[Atte
         nodes = _count(a.get("nodes"))
         if "ran_s" in a:
             used.append(AttemptUse(_count(a.get("attempt")), nodes, _count(a.get("ran_s")),
-                                   a.get("job_id")))
+                                   a.get("job_id"), waited_s=_count(a.get("waited_s")),
+                                   outcome=str(a.get("outcome") or "failed"),
+                                   phases=_phases(a.get("phases"))))
         elif job.get("id") and job.get("id") not in closed:
             running = job.get("status") not in ENDED_JOB_STATUSES
+            failed = job.get("status") == BatchJobStatus.FAILED
             used.append(AttemptUse(_count(a.get("attempt")), nodes,
-                                   _count(job.get("running_s")), job.get("id"), running))
+                                   _count(job.get("running_s")), job.get("id"), running,
+                                   waited_s=_count(job.get("waiting_s")),
+                                   outcome=str(job.get("status_reason") or "failed")
+                                   if failed else None, phases=_phases(job.get("phases"))))
     return used
 
 
@@ -236,8 +262,11 @@ def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int)
             continue
         started, stopped = job.get("startedAt"), job.get("stoppedAt")
         seconds = max(0, ((stopped or now_ms) - started) // 1000) if started else 0
+        created = job.get("createdAt")
+        waited = (max(0, ((started or stopped or now_ms) - created) // 1000) if created
+                  else a.waited_s)
         attempts.append(replace(a, seconds=seconds, running=bool(started and not stopped),
-                                source=BATCH_TIMES))
+                                source=BATCH_TIMES, waited_s=waited))
     return replace(usage, attempts=attempts)
 
 
@@ -315,6 +344,23 @@ def from_history(events: list[dict[str, Any]], ended_at: datetime, running: bool
     usage.lambda_invocations = sum(1 for e in events if _is_lambda(e))
     usage.in_flight = running
     return usage
+
+
+def training_run_cost(events: list[dict[str, Any]], ended_at: datetime, running: bool,
+                      estimate: Mapping[str, Any] | None,
+                      seconds: Callable[[datetime, datetime], float],
+                      describe_jobs: Callable[[list[str]], list[dict[str, Any]]] | None = None,
+                      now_ms: int = 0, later_transitions: int = 0) -> dict[str, Any]:
+    """A TrainingRun's receipt from its execution's history (``from_history``), each attempt's
+    time and queue wait from ``describe_jobs`` (Batch's DescribeJobs; ``now_ms`` for a job
+    still running), and ``later_transitions``: the states it will still enter."""
+    usage = from_history(events, ended_at, running, seconds)
+    job_ids = [a.job_id for a in usage.attempts if a.job_id]
+    if describe_jobs is not None and job_ids:
+        usage = with_batch_times(usage, describe_jobs(job_ids), now_ms)
+    if usage.transitions is not None:
+        usage.transitions += later_transitions
+    return receipt(usage, estimate)
 
 
 def fanout_usage(events: list[dict[str, Any]], output: Any, running: bool) -> Usage:

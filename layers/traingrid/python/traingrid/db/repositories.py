@@ -409,6 +409,7 @@ class TrainingRunRepository:
                  "status": row.status, "started_at": _iso(row.started_at),
                  "dataset": row.dataset, "instance_type": row.instance_type,
                  "cost_usd": row.cost_usd, "actual": (row.cost or {}).get("actual"),
+                 "goodput": (row.cost or {}).get("goodput"),
                  "estimated_max_usd": row.estimated_max_usd}
                 for row in self.session.scalars(query)]
 

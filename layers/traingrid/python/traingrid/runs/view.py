@@ -139,31 +139,25 @@ def estimate(pipeline: str, output: Any, plan: dict[str, Any]) -> dict[str, Any]
 DescribeJobs = Callable[[list[str]], list[dict[str, Any]]]
 
 
-def _real_seconds(start: datetime, end: datetime) -> float:
-    return (end - start).total_seconds()
-
-
 def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
          estimated: dict[str, Any] | None,
-         seconds: Callable[[datetime, datetime], float] = _real_seconds,
+         seconds: Callable[[datetime, datetime], float] | None = None,
          describe_jobs: DescribeJobs | None = None,
          recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the run has cost so far (``costs.receipt``), beside its estimate; with
-    ``describe_jobs`` (Batch's DescribeJobs), each attempt's time from its job's own
-    timestamps. An ended fan-out's regions are priced as its run ``recorded`` them (the
-    campaign run's ``cost``): without calls to their regions."""
+    ``describe_jobs`` (Batch's DescribeJobs), each attempt's time (and its wait in the queue)
+    from its job's own timestamps. An ended fan-out's regions are priced as its run
+    ``recorded`` them (the campaign run's ``cost``): without calls to their regions. A
+    TrainingRun's record step records the receipt this gives once the run has ended."""
     running = description["status"] == RunStatus.RUNNING
     ended = description.get("stopDate") or clock.service_now()
     if pipeline == TRAINING_RUN:
-        usage = receipt.from_history(events, ended, running, seconds)
-        job_ids = [a.job_id for a in usage.attempts if a.job_id]
-        if describe_jobs is not None and job_ids:
-            usage = receipt.with_batch_times(usage, describe_jobs(job_ids),
-                                             int(clock.now().timestamp() * 1000))
-    else:
-        usage = receipt.fanout_usage(events, _json(description.get("output")), running)
-        if not running and recorded and isinstance(recorded.get("regions"), dict):
-            usage = usage.with_regions(receipt.recorded_regions(recorded["regions"]))
+        return receipt.training_run_cost(
+            events, ended, running, estimated, seconds or clock.service_seconds, describe_jobs,
+            int(clock.now().timestamp() * 1000))
+    usage = receipt.fanout_usage(events, _json(description.get("output")), running)
+    if not running and recorded and isinstance(recorded.get("regions"), dict):
+        usage = usage.with_regions(receipt.recorded_regions(recorded["regions"]))
     return receipt.receipt(usage, estimated)
 
 

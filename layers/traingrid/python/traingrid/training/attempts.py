@@ -127,7 +127,8 @@ def next_attempt(job_plan: PlanJob, job: TrainingJobState, checkpoint: str | Non
     one closed with its job and what happened to it."""
     failure = classify(job)
     ended: Attempt = {**job_plan["attempts"][-1], "job_id": job.get("id"),
-                      "outcome": failure.summary, "ran_s": int(job.get("running_s") or 0)}
+                      "outcome": failure.summary, "ran_s": int(job.get("running_s") or 0),
+                      "waited_s": int(job.get("waiting_s") or 0)}
     attempts = [*job_plan["attempts"][:-1], ended]
     trained = bool(job_plan.get("trained") or job.get("started"))
     nodes, min_nodes = job_plan["nodes"], job_plan["min_nodes"]

@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
 from traingrid import clock
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
+from traingrid.errors import TrainGridError
 from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings
@@ -28,7 +31,7 @@ def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun
     now = clock.now()
     outcome = from_state(event["state"], event["status"], event["execution_arn"],
                          clock.parse(event.get("started_at")) or now, now)
-    cost = run_cost(event["state"])
+    cost = run_cost(event["state"], event["execution_arn"], event["status"])
     outcome |= {"cost": cost, "cost_usd": cost["actual"]["total"]}
     with transaction(connection_url(settings)) as session:
         recorded = as_dict(TrainingRunRepository(session).record(outcome))
@@ -48,11 +51,38 @@ def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun
     return recorded
 
 
-def run_cost(state: TrainingRunState) -> dict[str, Any]:
-    """The run's receipt as its last step sees it: no execution history here (the function
-    reaches only the database), so its file system's time is the part the run measured
-    (hydration and each attempt's Batch time), and its state transitions are left to
-    GET /runs/{name}, which counts them."""
+# The states a run enters after its record step: RecordRun → Summarize → Succeeded, and
+# RecordFailure → Failed (statemachines/training_run.asl.json).
+LATER_TRANSITIONS = {"SUCCEEDED": 2, "FAILED": 1}
+
+
+def run_cost(state: TrainingRunState, execution_arn: str, status: str) -> dict[str, Any]:
+    """The run's receipt as GET /runs/{name} gives it once the run has ended
+    (``costs.receipt.training_run_cost``, as ``runs.view.cost``): from its execution's
+    history (transitions, Lambda invocations, the file system's lifetime) and Batch's
+    timestamps of its attempts (their queue wait included), with the states still to come
+    after this step counted. Where the history or Batch cannot be read, the receipt of the
+    run's state alone (``state_cost``)."""
+    from traingrid.aws import batch, stepfunctions
+
+    plan = state.get("plan")
+    estimate = plan.get("estimate") if isinstance(plan, dict) else None
+    try:
+        events = stepfunctions.execution_history(execution_arn)
+        return receipt.training_run_cost(
+            events, clock.service_now(), False,
+            dict(estimate) if isinstance(estimate, dict) else None, clock.service_seconds,
+            batch.describe_jobs, int(clock.now().timestamp() * 1000),
+            LATER_TRANSITIONS.get(status, 1))
+    except (TrainGridError, BotoCoreError) as error:
+        logger.warning("receipt from the run's state alone", extra={"error": str(error)})
+        return state_cost(state)
+
+
+def state_cost(state: TrainingRunState) -> dict[str, Any]:
+    """The run's receipt from its state alone (when its history cannot be read): its file
+    system's time is the part the run measured (hydration and each attempt's Batch time),
+    and its state transitions are left to GET /runs/{name}, which counts them."""
     usage = receipt.from_state(state, 0.0, "")
     if usage.file_system is not None:
         file_system = state.get("file_system")

@@ -64,6 +64,7 @@ class Attempt(TypedDict):
     job_id: NotRequired[str | None]
     outcome: NotRequired[str]
     ran_s: NotRequired[int]
+    waited_s: NotRequired[int]  # its wait in the queue (RUNNABLE/STARTING), for the receipt
 
 
 class PlanJob(TypedDict):

@@ -12,7 +12,7 @@ from traingrid_local.emulator.deploy import load_template, package, translate
 
 API_PERMISSIONS = {f"ApiFunction{event}PermissionStage" for event in (
     "SubmitRun", "SubmitCommandRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs",
-    "SubmitFanout", "ListCampaigns")}
+    "SubmitFanout", "ListCampaigns", "FollowPlan", "RunMetrics", "ListCosts")}
 
 
 @pytest.fixture(scope="module")

@@ -303,7 +303,7 @@ def test_torchrun_runs_on_every_node(cluster, tmp_path: Path, fake_bin) -> None:
             "--rdzv-endpoint=127.0.0.1:29500",
             "--local-addr=127.0.0.1",
             "--rdzv-id=run-1",
-            f"--rdzv-conf=is_host={'true' if rank == 0 else 'false'}",
+            f"--rdzv-conf=is_host={'true' if rank == 0 else 'false'},last_call_timeout=5",
             "train.py",
             "--lr",
             "0.1",

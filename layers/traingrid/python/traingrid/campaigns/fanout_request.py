@@ -42,6 +42,7 @@ TRAINER_HYPERPARAMETERS = (
 TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
     "data_dir": "SageMaker's train channel", "output_dir": "SageMaker's model folder",
     "checkpoint_dir": "SageMaker's checkpoint folder", "fail_rank": "fault injection",
+    "hang_rank": "fault injection (the watchdog's test)",
     "synthetic": "a flag without a value", "clear_log": "a flag without a value",
     "benchmark_input": "a flag without a value (measures the input pipeline, trains nothing)",
     "benchmark_seconds": "the input benchmark's, not training's",

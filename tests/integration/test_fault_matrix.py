@@ -41,7 +41,9 @@ def test_the_matrix_is_every_task_state_of_both_pipelines_times_every_fault():
         definition = json.loads((fault_matrix.ROOT / path).read_text())
         tasks = {name for branch in _branches(definition)
                  for name, state in branch["States"].items() if state["Type"] == "Task"}
-        assert {c.state for c in everything if c.pipeline == pipeline} == tasks
+        # Less the states only a dataset of many listing pages reaches (test_plan_scale's).
+        assert ({c.state for c in everything if c.pipeline == pipeline}
+                == tasks - fault_matrix.LARGE_DATASETS_ONLY)
     assert len(everything) == len({(c.pipeline, c.state) for c in everything}) * len(
         STATE_FAULTS)
 

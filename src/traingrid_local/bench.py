@@ -39,7 +39,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from traingrid_local import bench_goodput, bench_scale_concurrent, bench_scale_plan
+from traingrid_local import (
+    bench_goodput,
+    bench_scale_concurrent,
+    bench_scale_fanout,
+    bench_scale_plan,
+)
 from traingrid_local.emulator.deploy import stand_in_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -290,6 +295,7 @@ def measure() -> dict[str, Any]:
     results.setdefault("scale", {})["concurrent"] = bench_scale_concurrent.measure()
     bench_scale_plan.measure_into(results)
     results.setdefault("goodput", {})["simulated_week"] = bench_goodput.measure()
+    bench_scale_fanout.measure_into(results)
     return results
 
 
@@ -348,6 +354,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     met.update(bench_scale_concurrent.goals(results))
     met.update(bench_scale_plan.goals(results))
     met.update(bench_goodput.goals(results))
+    met.update(bench_scale_fanout.goals(results))
     return met
 
 
@@ -399,6 +406,7 @@ def show(results: dict[str, Any]) -> None:
     bench_scale_concurrent.add_rows(table, results)
     bench_scale_plan.add_row(table, results)
     bench_goodput.add_rows(table, results)
+    bench_scale_fanout.add_row(table, results)
     for name, goal in results.get("goals", {}).items():
         table.add_row(f"goal: {name} ≤ {_figure(goal['at_most'], goal['unit'])}",
                       f"{_figure(goal['value'], goal['unit'])}: "

@@ -94,10 +94,11 @@ def test_a_fanout_shows_each_regions_job_and_its_map_inside_the_graph(healthy, p
         row = page.locator(f'#jobs tr[data-region="{job["requested_region"]}"]')
         expect(row.locator(".region-status")).to_have_text(job["status"])
         expect(row).to_contain_text(job["placement_reason"])
-    # The Map's own states are drawn inside it, and coloured like the others.
-    expect(state(page, "FanOut").locator('[data-state="CheckRegionJob"]')).to_have_attribute(
+    # The Map's own states are drawn inside it (each region's branch, an execution of its
+    # own), and coloured like the others.
+    expect(state(page, "FanOut").locator('[data-state="RunRegion"]')).to_have_attribute(
         "data-outcome", "succeeded")
-    assert stroke(page, "RecordRegionJob") == GREEN
+    assert stroke(page, "FinishFanout") == GREEN
     page.screenshot(path=ARTIFACTS / "campaign-fanout.png", full_page=True)
 
 

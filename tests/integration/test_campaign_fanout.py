@@ -145,7 +145,7 @@ def test_a_failing_region_fails_the_run_and_keeps_the_others(run_campaign):
 
 def test_a_job_that_cannot_be_checked_is_stopped_by_the_run_itself(emulated):
     emulator, deployment = emulated("happy")
-    emulator.set_faults(state_faults={"CheckRegionJob": StateFault("service-error")})
+    emulator.set_faults(state_faults={"AwaitRegionJob": StateFault("service-error")})
     sample_campaign.seed(deployment)
     sample_campaign.upload_and_mark(emulator, deployment)
 
@@ -262,8 +262,12 @@ def test_a_moved_job_stages_a_6_gb_object_and_5000_small_ones(emulated):
         Prefix=prefix) for o in page.get("Contents", [])]
     assert len(staged) == 5000 + 1 + sample_campaign.SHARDS_PER_REGION
     assert {o["Key"]: o["Size"] for o in staged}[prefix + "huge/drive-all.tfrecord"] == 6 * 10**9
-    # Copied by bounded calls that go on where the last one stopped.
-    events = report.history(outcome.emulator, outcome.execution["execution_arn"])
+    # Copied by bounded calls that go on where the last one stopped (in the region's branch,
+    # an execution of its own).
+    sfn = outcome.emulator.client("stepfunctions")
+    (branch,) = [e for e in sfn.list_executions(stateMachineArn=deployment.stack.outputs[
+        "CampaignRegionStateMachineArn"])["executions"] if e["name"].endswith("-us-west-2")]
+    events = report.history(outcome.emulator, branch["executionArn"])
     calls = [e for e in events if e["type"] == "TaskStateEntered"
              and e["stateEnteredEventDetails"]["name"] == "StageInput"]
     assert len(calls) >= 6

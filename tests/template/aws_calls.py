@@ -513,6 +513,13 @@ def function_calls(template: dict[str, Any], root: Path = ROOT) -> dict[str, set
 
 SDK_TASK = re.compile(r"arn:\$\{Partition\}:states:::aws-sdk:([\w-]+):(\w+)")
 LAMBDA_TASK = re.compile(r"arn:\$\{Partition\}:states:::lambda:invoke(\.waitForTaskToken)?")
+NESTED_TASK = re.compile(r"arn:\$\{Partition\}:states:::states:startExecution\.sync(:2)?")
+# What a nested workflow's Run a Job (.sync) task does with the parent's role ("IAM policies
+# for calling nested Step Functions workflows", Step Functions Developer Guide): it starts the
+# child, describes it while it waits, stops it if the parent's task is stopped, and learns of
+# its end through a managed EventBridge rule.
+NESTED_SYNC_CALLS = ("states:StartExecution", "states:DescribeExecution", "states:StopExecution",
+                     "events:PutTargets", "events:PutRule", "events:DescribeRule")
 SUBSTITUTION = re.compile(r"\$\{([A-Za-z0-9]+)\}")
 
 
@@ -541,6 +548,8 @@ def asl_calls(definition: dict[str, Any]) -> set[Call]:
             method = botocore.xform_name(api[0].upper() + api[1:])
             calls.add(Call(operation(ASL_SERVICES.get(service, service), method, name),
                            parameters, name))
+        elif NESTED_TASK.fullmatch(resource):
+            calls |= {Call(action, None, name) for action in NESTED_SYNC_CALLS}
         elif LAMBDA_TASK.fullmatch(resource) or SUBSTITUTION.fullmatch(resource):
             calls.add(Call("lambda:InvokeFunction", parameters, name))
         else:

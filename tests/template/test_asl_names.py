@@ -44,6 +44,7 @@ EVENTS: dict[str, type] = {
     "PlanFanoutFunctionArn": campaign_fanout.PlanFanoutEvent,
     "StageInputFunctionArn": campaign_fanout.StageInputEvent,
     "LaunchRegionJobFunctionArn": campaign_fanout.LaunchRegionJobEvent,
+    "AwaitRegionJobFunctionArn": campaign_fanout.AwaitRegionJobEvent,
     "CheckRegionJobFunctionArn": campaign_fanout.RegionJobEvent,
     "StopRegionJobFunctionArn": campaign_fanout.RegionJobEvent,
     "NextRegionFunctionArn": campaign_fanout.RegionJobEvent,

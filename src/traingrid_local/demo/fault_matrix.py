@@ -48,6 +48,9 @@ PIPELINES = {"training": ("TrainingRun", "statemachines/training_run.asl.json",
                           "TrainingRunStateMachineArn"),
              "campaign": ("CampaignFanout", "statemachines/campaign_fanout.asl.json",
                           "CampaignFanoutStateMachineArn")}
+# A pipeline's other state machines, whose executions its own start (a fan-out's branches):
+# their Task states are cells of the pipeline too.
+NESTED = {"campaign": ("statemachines/campaign_region.asl.json",)}
 FAULT_KINDS = tuple(STATE_FAULTS)
 SPEED = 4000.0
 TRAINING_SECONDS = 3600
@@ -72,9 +75,9 @@ REACH: dict[tuple[str, str], tuple[frozenset[str], dict[str, StateFault]]] = {
     # Data is copied only for a job that moved to another region.
     ("campaign", "StageInput"): (frozenset({"sagemaker-capacity"}), {}),
     ("campaign", "RecordRegionFailure"): (frozenset(), {
-        "CheckRegionJob": StateFault("service-error")}),
+        "AwaitRegionJob": StateFault("service-error")}),
     ("campaign", "StopRegionJob"): (frozenset(), {
-        "CheckRegionJob": StateFault("service-error")}),
+        "AwaitRegionJob": StateFault("service-error")}),
 }
 # Where the pipeline gets past a failure itself, and how the run ends then.
 RECOVERS = {
@@ -82,6 +85,8 @@ RECOVERS = {
     ("training", "CheckArchive"): "SUCCEEDED",
     # A run whose record failed still succeeded; the janitor records it.
     ("training", "RecordSuccess"): "SUCCEEDED",
+    # A region whose record failed still trained; its fan-out's FinishFanout records it.
+    ("campaign", "RecordRegionJob"): "SUCCEEDED",
 }
 # An abort of a training run comes this far into the state (while its job trains).
 ABORT_AFTER_S = {("training", "AwaitTrainingJob"): 1800.0}
@@ -111,7 +116,13 @@ def task_states(definition: dict[str, Any]) -> list[str]:
 
 
 def pipeline_states(pipeline: str) -> list[str]:
-    return task_states(json.loads((ROOT / PIPELINES[pipeline][1]).read_text()))
+    return [state for path in (PIPELINES[pipeline][1], *NESTED.get(pipeline, ()))
+            for state in task_states(json.loads((ROOT / path).read_text()))]
+
+
+def nested_states(pipeline: str) -> set[str]:
+    return {state for path in NESTED.get(pipeline, ())
+            for state in task_states(json.loads((ROOT / path).read_text()))}
 
 
 # TrainingRun states only one backend's deployment reaches (its SubmitJob state).
@@ -136,7 +147,8 @@ class Cell:
         """Every fault here outlasts what the step's retries absorb: the run is stopped, or
         fails, unless the pipeline has another way past that step."""
         if self.fault == "abort":
-            return "ABORTED"
+            # A branch's execution stopped fails its region, not the fan-out's execution.
+            return "FAILED" if self.state in nested_states(self.pipeline) else "ABORTED"
         return RECOVERS.get((self.pipeline, self.state), "FAILED")
 
     @property
@@ -284,9 +296,20 @@ def _exists(emulator: Emulator, uri: str | None) -> bool:
     return any(o["Key"] == key for o in listing.get("Contents", []))
 
 
-def _history_states(emulator: Emulator, execution_arn: str) -> set[str]:
+def _history_states(emulator: Emulator, execution_arn: str,
+                    deployment: Deployment | None = None) -> set[str]:
+    """The states the run entered, in its own history and its branches' (the executions it
+    started: ``AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID`` in their input)."""
+    runs, sfn = [execution_arn], emulator.client("stepfunctions")
+    if deployment is not None and (
+            nested := deployment.stack.outputs.get("CampaignRegionStateMachineArn")):
+        for child in sfn.list_executions(stateMachineArn=nested)["executions"]:
+            started_by = json.loads(sfn.describe_execution(executionArn=child["executionArn"])[
+                "input"]).get("AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID")
+            if started_by == execution_arn:
+                runs.append(child["executionArn"])
     return {e["stateEnteredEventDetails"]["name"]
-            for e in report.history(emulator, execution_arn)
+            for run in runs for e in report.history(emulator, run)
             if e["type"].endswith("StateEntered")}
 
 
@@ -332,7 +355,7 @@ def run_cell(emulator: Emulator, deployment: Deployment, cell: Cell) -> CellResu
     result.janitor_actions = sum(a["run"] == described["name"]
                                  for a in built["janitor"]["actions"])
     problems = result.problems
-    if cell.state not in _history_states(emulator, arn):
+    if cell.state not in _history_states(emulator, arn, deployment):
         problems.append(f"the run never reached {cell.state}")
     if result.status != cell.expected:
         problems.append(f"ended {result.status}, expected {cell.expected}")

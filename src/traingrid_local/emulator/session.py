@@ -34,12 +34,14 @@ from traingrid_local.emulator import (
     rds,
     s3,
     sagemaker,
+    sagemaker_events,
     sfn_catch,
     sfn_clock,
     sfn_events,
     sfn_faults,
     sfn_history,
     sfn_integrations,
+    sfn_nested,
     sfn_stack,
     sfn_stop,
     stores,
@@ -69,9 +71,10 @@ MOTO_CONFIG: DefaultConfig = {
 # CreateFileSystem: its checks of the request come first, as FSx's do, and a repeated token
 # returns its file system before the quota counts it.
 ADAPTATIONS = (stores, sfn_stack, cloudformation, cloudwatch_alarms, lambda_inprocess,
-               sfn_integrations, sfn_clock, sfn_catch, sfn_faults, sfn_events, sfn_stop,
-               sfn_history, events, s3, fsx_quota, fsx, instances, batch, batch_environments,
-               batch_pods, capacity, sagemaker, throttling, account, rds)
+               sfn_integrations, sfn_clock, sfn_catch, sfn_faults, sfn_events, sfn_nested,
+               sfn_stop, sfn_history, events, s3, fsx_quota, fsx, instances, batch,
+               batch_environments, batch_pods, capacity, sagemaker, sagemaker_events,
+               throttling, account, rds)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

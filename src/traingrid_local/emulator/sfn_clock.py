@@ -9,7 +9,10 @@ and a Wait still ends at once when the execution stops.
 The interpreter also holds the clock while it evaluates states (``Program._eval_body`` and the
 work of each Task), letting go only while it waits: for a Wait, a Retry interval, a timeout, a
 callback, or a Map's or Parallel's branches. So the milliseconds this machine spends between
-states never turn into simulated minutes, however fast the clock runs.
+states never turn into simulated minutes, however fast the clock runs. A new execution is held
+for from the moment it is started until its own thread runs (``ExecutionWorker.start``): on a
+busy machine that thread may wait longer than the clock's idle window, and a parent waiting on
+it (``startExecution.sync``) must not see the clock skip to its own 99,999,999-second timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_funct
     WaitFunction,
 )
 from moto.stepfunctions.parser.asl.eval.callback import callback
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from traingrid_local.emulator.clock import CLOCK, SimulatedEvent
 from traingrid_local.emulator.patching import PATCHES
@@ -65,6 +69,54 @@ def _releasing(original: Callable[..., Any]) -> Callable[..., Any]:
     return wait
 
 
+def _start_held(previous: Callable[..., None]) -> Callable[..., None]:
+    def start(self: ExecutionWorker) -> None:
+        self._clock_handed_over = CLOCK.hold_for_another()
+        previous(self)
+
+    return start
+
+
+def _environment_held(previous: Callable[..., Any]) -> Callable[..., Any]:
+    """The starter's hold goes with the execution's environment to the program's thread."""
+
+    def environment(self: ExecutionWorker) -> Any:
+        env = previous(self)
+        env._clock_handed_over = self.__dict__.pop("_clock_handed_over", None)
+        return env
+
+    return environment
+
+
+def _let_go_of_handed_over(env: Any) -> None:
+    handed_over = env.__dict__.pop("_clock_handed_over", None)
+    if handed_over is not None:
+        CLOCK.let_go_for_another(handed_over)
+
+
+def _run_program_held(original: Callable[..., Any]) -> Callable[..., Any]:
+    def run(self: Program, env: Any) -> Any:
+        with CLOCK.paused():  # this thread's own hold, then the starter's is let go
+            _let_go_of_handed_over(env)
+            return original(self, env)
+
+    return run
+
+
+def _execution_logic(previous: Callable[..., None]) -> Callable[..., None]:
+    def execution_logic(self: ExecutionWorker) -> None:
+        try:
+            previous(self)
+        finally:  # the program never ran: nobody else lets go of the starter's hold
+            handed_over = self.__dict__.pop("_clock_handed_over", None)
+            if handed_over is not None:
+                CLOCK.let_go_for_another(handed_over)
+            if getattr(self, "env", None) is not None:
+                _let_go_of_handed_over(self.env)
+
+    return execution_logic
+
+
 def apply() -> None:
     PATCHES.replace(WaitFunction, "_wait_interval", _wait_interval)
     # These three wait through a name their module looks up when it waits (``time.sleep`` in
@@ -75,8 +127,11 @@ def apply() -> None:
     PATCHES.replace(retrier_decl, "time", types.SimpleNamespace(sleep=CLOCK.sleep))
     PATCHES.replace(execute_state, "threading", types.SimpleNamespace(Event=SimulatedEvent))
     PATCHES.replace(callback, "Event", SimulatedEvent)
-    PATCHES.wrap(Program, "_eval_body", _holding)
+    PATCHES.wrap(Program, "_eval_body", _run_program_held)
     PATCHES.wrap(StateTaskService, "_eval_execution", _holding)
     PATCHES.wrap(StateTaskLambda, "_eval_execution", _holding)
     PATCHES.wrap(JobPool, "await_jobs", _releasing)
     PATCHES.wrap(BranchWorkerPool, "wait", _releasing)
+    PATCHES.wrap(ExecutionWorker, "start", _start_held)
+    PATCHES.wrap(ExecutionWorker, "_get_evaluation_environment", _environment_held)
+    PATCHES.wrap(ExecutionWorker, "_execution_logic", _execution_logic)

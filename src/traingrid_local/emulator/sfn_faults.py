@@ -63,9 +63,11 @@ from traingrid_local.emulator.patching import PATCHES
 log = logging.getLogger(__name__)
 
 # service → (error code, HTTP status) of an error the state machines' Retry does not list
+# (Step Functions' own integration names its errors "StepFunctions.<code>Exception".)
 SERVICE_ERRORS = {"fsx": ("BadRequest", 400), "batch": ("ClientException", 400),
+                  "states": ("InvalidExecutionInput", 400),
                   "sagemaker": ("ValidationException", 400), "s3": ("AccessDenied", 403)}
-THROTTLING_ERRORS = {"fsx": ("ThrottlingException", 400),
+THROTTLING_ERRORS = {"fsx": ("ThrottlingException", 400), "states": ("Throttling", 400),
                      "batch": ("TooManyRequestsException", 429),
                      "sagemaker": ("ThrottlingException", 400), "s3": ("SlowDown", 503)}
 LAMBDA_TIMEOUT_S = 60  # the template's Globals; the reported number only

@@ -79,3 +79,18 @@ def run_name_for_object(bucket: str, key: str, etag: str, last_modified: datetim
     etag = etag.strip('"')  # S3 events omit the quotes that GetObject includes
     return execution_name(dataset_subject(bucket, prefix_of(key)), last_modified,
                           "s3", bucket, key, etag)
+
+
+MAX_EXECUTION_NAME = 80  # StartExecution's name: 1-80 characters
+
+
+def branch_name(execution_name: str, region: str) -> str:
+    """The child execution of a fan-out's branch for the data in ``region``: the fan-out's
+    name and the region, unique per fan-out and region, within StartExecution's 80
+    characters (a long campaign's name is cut, a digest of the whole keeps it unique)."""
+    suffix = f"-{region}"
+    if len(execution_name) + len(suffix) <= MAX_EXECUTION_NAME:
+        return execution_name + suffix
+    digest = hashlib.sha256(execution_name.encode()).hexdigest()[:8]
+    keep = MAX_EXECUTION_NAME - len(suffix) - len(digest) - 1
+    return f"{execution_name[:keep].rstrip('-')}-{digest}{suffix}"

@@ -168,6 +168,13 @@ class CompletionSettings(EnvSettings):
 
 
 @_settings
+class RegionWaitSettings(EnvSettings):
+    """Where the fan-out's waits for regions' SageMaker jobs park their task tokens."""
+
+    region_job_tokens_table: str = env("REGION_JOB_TOKENS_TABLE")
+
+
+@_settings
 class ApiSettings(Settings):
     """The API function: both pipelines, the idempotency table, where training logs are and
     the campaign database (used only by the campaign routes)."""

@@ -14,7 +14,10 @@ from traingrid.training.attempts import shrunk
 from traingrid.training.waits import Backoff, Poll
 from traingrid.vocabulary.campaign_fanout import Move, RegionJob, RegionJobCheck, RegionJobStatus
 
-SAGEMAKER_BACKOFF = Backoff(first_s=60, factor=1.5, max_s=600)
+# The region's wait ends on SageMaker's event; without one for this long, the job is checked
+# anyway (a lost event costs at most this): 20 checks over a 5-day job, not 720.
+EVENT_FALLBACK_S = 6 * 3600
+SAGEMAKER_BACKOFF = Backoff(first_s=EVENT_FALLBACK_S, factor=1, max_s=EVENT_FALLBACK_S)
 CAPACITY_REASONS = ("CapacityError", "InsufficientCapacity", "ResourceLimitExceeded")
 
 
@@ -23,7 +26,7 @@ def is_capacity_problem(reason: str) -> bool:
 
 
 def check(description: dict[str, Any], poll: Poll) -> RegionJobCheck:
-    """Next state of a region's poll loop from DescribeTrainingJob."""
+    """Next state of a region's wait from DescribeTrainingJob (after each wake-up)."""
     status = RegionJobStatus(description["TrainingJobStatus"])
     reason = description.get("FailureReason", "")
     if status == RegionJobStatus.FAILED and is_capacity_problem(reason):

@@ -11,9 +11,10 @@ FanoutRequest model (pydantic, loaded only there) and plans from the model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from traingrid import clock
 from traingrid.aws import s3, stepfunctions
@@ -21,7 +22,7 @@ from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
 from traingrid.campaigns.sagemaker_job import data_input
 from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
-from traingrid.naming import fanout_name
+from traingrid.naming import branch_name, fanout_name
 from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
 from traingrid.settings import DatabaseSettings, PlanningSettings, RegistrationSettings
@@ -37,6 +38,7 @@ from traingrid.vocabulary.campaign_fanout import (
     RegionJobPlan,
     RegionJobStatus,
     RegionResult,
+    UnrecordedRegion,
 )
 from traingrid.vocabulary.statuses import RunStatus
 from traingrid.vocabulary.training_run import StepFailure
@@ -133,6 +135,7 @@ def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
         attempt=1, tried=[],
         status=RegionJobStatus.PLANNED, requested_instance_count=plan.instance_count,
         min_instance_count=min_count or plan.instance_count,
+        branch_name=branch_name(name, plan.requested_region),
         **data_input(plan.bytes, plan.objects),
     ) for plan in plans]
     status_events.publish([status_events.change(
@@ -213,37 +216,91 @@ def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
 def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
     """Write one region's outcome; the branch's small result for the execution's output."""
     from traingrid.db.engine import transaction
-    from traingrid.db.repositories import RunRepository
 
     job = event["job"]
+    result = region_result(job, event.get("failure"))
+    with transaction(connection_url(settings)) as session:
+        _record(session, event["execution_arn"], job, result)
+    _publish(event["execution_arn"], job, result)
+    return result
+
+
+def region_result(job: RegionJob, failure: StepFailure | None) -> RegionResult:
+    """A region's outcome from its branch's job, and the failure of a step, if one failed."""
     status, cause = job.get("status", RegionJobStatus.FAILED), job.get("reason")
-    if "failure" in event:
-        status, cause = RegionJobStatus.FAILED, failure_cause(event["failure"])
+    if failure is not None:
+        status, cause = RegionJobStatus.FAILED, failure_cause(branch_failure(failure))
     completed = status == RegionJobStatus.COMPLETED
     if not completed and not cause:
         cause = f"the training job ended {status}"
-    result = RegionResult(
+    return RegionResult(
         region=job["region"], requested_region=job["requested_region"],
         status=status, job_name=job.get("job_name"), job_arn=job.get("job_arn"),
         artifacts=job.get("artifacts"), placement_reason=job.get("placement_reason"),
         moves=[t["region"] + ": " + t["reason"] for t in job.get("tried", [])],
         cause=None if completed else cause,
     )
-    with transaction(connection_url(settings)) as session:
-        RunRepository(session).record_job(
-            event["execution_arn"], job["requested_region"], status=status,
-            region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
-            artifacts=job.get("artifacts"), failure_cause=result["cause"],
-            staged_bytes=job.get("staged_bytes"),
-            started_at=clock.parse(job.get("started_at")), ended_at=clock.now(),
-            attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
-                                               "reason": result["cause"] or "completed"}],
-        )
+
+
+def branch_failure(failure: StepFailure) -> StepFailure:
+    """A failed branch execution's own error and cause: ``startExecution.sync`` reports the
+    child's failure as ``States.TaskFailed`` with the child's DescribeExecution as the cause."""
+    if failure.get("Error") != "States.TaskFailed":
+        return failure
+    try:
+        described = json.loads(failure.get("Cause") or "")
+    except ValueError:
+        return failure
+    if not isinstance(described, dict) or "Status" not in described:
+        return failure
+    status = described["Status"]
+    return StepFailure(Error=described.get("Error") or f"Branch{status.title()}", Cause=(
+        described.get("Cause") or f"the region's branch ({described.get('Name')}) ended "
+        f"{status} before the region's outcome was known; a training job of it still running "
+        "is stopped by the janitor. What to do: start the fan-out again for this region"))
+
+
+def _record(session: Any, execution_arn: str, job: RegionJob, result: RegionResult) -> None:
+    from traingrid.db.repositories import RunRepository
+
+    status = result["status"]
+    RunRepository(session).record_job(
+        execution_arn, job["requested_region"], status=status,
+        region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
+        artifacts=job.get("artifacts"), failure_cause=result["cause"],
+        staged_bytes=job.get("staged_bytes"),
+        started_at=clock.parse(job.get("started_at")), ended_at=clock.now(),
+        attempts=[*job.get("tried", []), {"region": job["region"], "status": status,
+                                           "reason": result["cause"] or "completed"}],
+    )
+
+
+def _results(session: Any, execution_arn: str,
+             branches: list[RegionResult | UnrecordedRegion]) -> list[RegionResult]:
+    """Each branch's result; the outcome of a branch that could not record its own (its
+    database write failed after its retries, or the branch's execution failed) is recorded
+    here, so no region's outcome is lost."""
+    results = []
+    for branch in branches:
+        if "unrecorded" not in branch:
+            results.append(cast(RegionResult, branch))
+            continue
+        unrecorded = cast(UnrecordedRegion, branch)
+        result = region_result(unrecorded["job"], unrecorded.get("failure"))
+        _record(session, execution_arn, unrecorded["job"], result)
+        _publish(execution_arn, unrecorded["job"], result)
+        logger.warning(f"{result['requested_region']}: outcome recorded by FinishFanout",
+                       extra={"record_failure": unrecorded.get("record_failure")})
+        results.append(result)
+    return results
+
+
+def _publish(execution_arn: str, job: RegionJob, result: RegionResult) -> None:
+    """The region's job's change, as a run-status event (never fails the step)."""
     status_events.publish([status_events.change(
-        "RegionJob", event["execution_arn"], status, pipeline="CampaignFanout",
+        "RegionJob", execution_arn, result["status"], pipeline="CampaignFanout",
         region=job["region"], requested_region=job["requested_region"],
         job_name=job.get("job_name"), job_arn=job.get("job_arn"), cause=result["cause"])])
-    return result
 
 
 def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> FanoutOutcome:
@@ -256,7 +313,12 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
 
     state = event["state"]
     plan = state.get("plan")
-    results = (plan.get("jobs") if plan else None) or []
+    branches = (plan.get("jobs") if plan else None) or []
+    if "failure" not in state and any("unrecorded" in b for b in branches):
+        with transaction(connection_url(settings)) as session:
+            results = _results(session, event["execution_arn"], branches)
+    else:
+        results = [b for b in branches if "unrecorded" not in b]  # type: ignore[misc]
     failed = [r for r in results if r["status"] != RegionJobStatus.COMPLETED]
     if "failure" in state:
         error, cause = readable(state["failure"])[0], failure_cause(state["failure"])

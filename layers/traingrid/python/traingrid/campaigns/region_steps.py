@@ -171,7 +171,8 @@ def launch_region_job(event: LaunchRegionJobEvent, settings: LaunchSettings,
         return refused_job
     launched: RegionJob = {
         **job, "status": RegionJobStatus.IN_PROGRESS, "job_name": name, "job_arn": arn,
-        "s3_input": s3_input, "started_at": clock.iso(clock.now()), "poll": Poll().state()}
+        "s3_input": s3_input, "started_at": clock.iso(clock.now()),
+        "poll": Poll(wait_s=branch.EVENT_FALLBACK_S).state()}
     return launched
 
 

@@ -167,7 +167,8 @@ class RegionJob(TypedDict):
     staged_region: NotRequired[str]  # where the data is (the data's region, or its copy's)
     staging: NotRequired[Staging]  # the copy in progress
     started_at: NotRequired[str]
-    poll: NotRequired[PollState]
+    poll: NotRequired[PollState]  # poll.wait_s: the wait's timeout, the safety net's interval
+    branch_name: NotRequired[str]  # the branch's own execution (CampaignRegion)
     secondary_status: NotRequired[str | None]
     artifacts: NotRequired[str]
 
@@ -197,6 +198,20 @@ class RegionJobEvent(TypedDict):
     StopRegionJob, NextRegion)."""
 
     job: RegionJob
+
+
+class AwaitRegionJobEvent(RegionJobEvent):
+    """AwaitRegionJob's input: the launched job and the wait's task token."""
+
+    token: str
+
+
+class RegionWake(TypedDict):
+    """How a region's wait ended (the task's output, ``$.woken_by``), or why it did not."""
+
+    woken_by: str  # "event" (SageMaker's), "check" (the job had ended when parked), "none"
+    status: str  # the job's TrainingJobStatus then
+    outcome: str  # "completed", "stale-token", "waiting", "no-wait"
 
 
 class StageInputEvent(RegionJobEvent):
@@ -237,12 +252,22 @@ class RegionResult(TypedDict):
     cause: str | None
 
 
+class UnrecordedRegion(TypedDict):
+    """A branch whose outcome is not in the campaign database yet: RecordRegionJob failed
+    after its retries, or the branch's execution itself failed. FinishFanout records it."""
+
+    unrecorded: bool
+    job: RegionJob
+    failure: NotRequired[StepFailure]  # the branch's failure, if it failed
+    record_failure: NotRequired[StepFailure]  # why recording it failed
+
+
 class FanoutResults(TypedDict):
     """``$.plan`` once the fan-out has run: each region's result in place of its job."""
 
     run: str
     placement: str
-    jobs: list[RegionResult]
+    jobs: list[RegionResult | UnrecordedRegion]
     buckets: dict[str, str]
     max_concurrency: int
 

@@ -14,7 +14,7 @@ from tests.cli.test_cli_costs import T0, state
 from tests.integration.conftest import serving
 from traingrid.db.engine import transaction
 from traingrid.db.repositories import TrainingRunRepository
-from traingrid.training.run_record import run_cost
+from traingrid.training.run_record import state_cost
 from traingrid_local.api.client import ApiClient, ApiError
 from traingrid_local.cli.main import app
 
@@ -31,7 +31,7 @@ def served(tmp_path_factory):
                     ("cost-b", "s3://data/coco/", state(1, 3600, "p4d.24xlarge"),
                      T0 + timedelta(days=1)),
                     ("cost-c", "s3://data/coco/", state(4, 1800), T0 + timedelta(days=9))):
-                cost = run_cost(run_state)
+                cost = state_cost(run_state)
                 TrainingRunRepository(session).record({
                     "execution_arn": f"arn:aws:states:us-east-1:1:execution:m:{name}",
                     "name": name, "status": "SUCCEEDED", "started_at": started,

@@ -23,8 +23,11 @@ recovers on the nodes left; the watchdog ends the job with 71, naming the rank).
 What the rig changes in the job's environment, because this machine is not AWS: ``JOB_DIR``
 (the sample shards), ``OUTPUT_DIR`` and the host file (the work directory), no
 ``TRAINGRID_EXPORT_DIR`` (no Lustre), ``MPI_GPUS`` (CPU nodes: one slot each), one OpenMP
-thread per rank, the rendezvous timeout, and the pre-flight check's thresholds: the ranks
-against each other only (a CPU is far below the instance type's GPU floors), a small budget.
+thread per rank, the rendezvous timeout, the collective timeout (300 s: on a busy two-core
+machine a step of ResNet-50 at 224 px and rank 0's checkpoint take many times an instance's,
+and a collective waiting past 60 s there is load, not a lost peer; the fault runs set their
+own), and the pre-flight check's thresholds: the ranks against each other only (a CPU is far
+below the instance type's GPU floors), a small budget.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ HERE = Path(__file__).resolve().parent
 PREFLIGHT = re.compile(r"pre-flight check failed: ([^\n]*?); exiting")
 # The rig's CPU ranks judged against each other only, with a small all-reduce and read probe.
 RIG_PREFLIGHT = {"steps": 2, "allreduce_mib": 4, "read_mb": 16, "seconds": 60}
+RIG_COLLECTIVE_TIMEOUT_S = "300"  # the fault runs set 20 s (smoke_faults.FAULT_ENV)
 FAILED_RANK = re.compile(r"failing as asked \(--fail_rank (\d+)\)|rank (\d+) with PID")
 SHARED_MEMORY = re.compile(r"\[traingrid node 0\] shared memory /dev/shm: (\d+) MiB")
 INTERFACE = re.compile(r"\[traingrid node 0\] this node is (\S+) on (\S+)")
@@ -123,6 +127,7 @@ def node_env(job: dict[str, Any], index: int, nodes: int, run: Path,
         "MPI_GPUS": str(nodes),
         "TRAINGRID_GPUS": "0",  # a CPU node: one slot
         "TRAINGRID_RENDEZVOUS_TIMEOUT": "120",
+        "TRAINGRID_COLLECTIVE_TIMEOUT_S": RIG_COLLECTIVE_TIMEOUT_S,
         "TRAINGRID_PREFLIGHT": json.dumps(RIG_PREFLIGHT),
         "EXTRA_MPI_PARAMS": f"{env.get('EXTRA_MPI_PARAMS', '')} -x OMP_NUM_THREADS=1".strip(),
     })

@@ -28,7 +28,7 @@ SMALL = 32 * 1024
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    with serving(tmp_path_factory, 600, "bounds") as api:
+    with serving(tmp_path_factory, 600, "bounds", throttled=False) as api:  # 400s, not 429s
         yield api
 
 

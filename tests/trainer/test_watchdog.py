@@ -5,9 +5,9 @@ within its window, names the rank, and every rank prints its stacks."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.trainer.conftest import trainer_env
@@ -40,7 +40,6 @@ def test_a_rank_that_stops_stepping_ends_the_job_with_71_naming_it(tmp_path: Pat
     port = free_port()
     verdict = tmp_path / "verdict.json"
     ranks = []
-    started = time.monotonic()
     for rank in range(2):
         env = trainer_env(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2",
                           OMPI_COMM_WORLD_LOCAL_RANK=str(rank),
@@ -52,7 +51,6 @@ def test_a_rank_that_stops_stepping_ends_the_job_with_71_naming_it(tmp_path: Pat
              "--output_dir", str(tmp_path / "out")], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     main_out, _ = ranks[0].communicate(timeout=120)
-    ended = time.monotonic() - started
     ranks[1].kill()
     hung_out, _ = ranks[1].communicate(timeout=30)
     assert ranks[0].returncode == 71, main_out
@@ -63,5 +61,7 @@ def test_a_rank_that_stops_stepping_ends_the_job_with_71_naming_it(tmp_path: Pat
     assert "stacks (asked by the watchdog)" in main_out
     document = json.loads(verdict.read_text())
     assert document["status"] == 71 and "rank 1" in document["reason"]
-    # Start-up (imports, the model) plus the floor: well under the collective timeout.
-    assert ended < 90, ended
+    # Named within a window under the collective timeout (60 s), so before a collective
+    # could end the job with an error instead (how long start-up takes is the machine's).
+    window = float(re.search(r"\(window (\d+) s", document["reason"]).group(1))
+    assert FLOOR_S <= window < 60, document["reason"]

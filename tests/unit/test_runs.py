@@ -14,7 +14,13 @@ from traingrid.errors import RequestInvalid
 from traingrid.runs import listing
 from traingrid.runs.submit import derived_name, training_submission
 from traingrid.runs.timeline import timeline, visits
-from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, console_url, run_view
+from traingrid.runs.view import (
+    CAMPAIGN_FANOUT,
+    TRAINING_RUN,
+    branch_executions,
+    console_url,
+    run_view,
+)
 from traingrid.settings import ApiSettings
 
 T0 = datetime(2026, 11, 21, 13, 0, tzinfo=UTC)
@@ -274,3 +280,26 @@ def test_a_fanout_shows_each_regions_job_as_its_branch_last_left_it():
     assert ended["jobs"] == [{**final[0], "instance_type": "ml.p3.16xlarge",
                               "instance_count": 4, "estimated_usd": 60.0,
                               "placement_reason": "data-local: data is in eu-west-1"}]
+
+
+def test_a_running_fanouts_region_jobs_come_from_its_branches_histories():
+    planned = [{"region": r, "requested_region": r, "status": "PLANNED"}
+               for r in ("eu-west-1", "us-east-1")]
+    child = "arn:aws:states:us-east-1:1:execution:CampaignRegion-x:run-eu-west-1"
+    history = [event(0, "ExecutionStarted"), entered(0, "Task", "PlanFanout"),
+               exited_with(1, "PlanFanout", {"plan": {"jobs": planned}}),
+               entered(2, "Map", "FanOut"), entered(2, "Task", "RunRegion"),
+               event(2, "TaskSubmitted", taskSubmittedEventDetails={
+                   "resource": "startExecution.sync:2", "resourceType": "states",
+                   "output": json.dumps({"ExecutionArn": child, "StartDate": "x"})})]
+    branch = [event(3, "ExecutionStarted"), entered(3, "Task", "LaunchRegionJob"),
+              exited_with(4, "LaunchRegionJob", {"job": {**planned[0], "status": "InProgress",
+                                                         "job_name": "run-euw1-1"}})]
+    assert branch_executions(history) == [child]
+    running = description("RUNNING", stopDate=None)
+    alone = run_view(CAMPAIGN_FANOUT, running, history, "data")
+    assert [j["status"] for j in alone["jobs"]] == ["Planned", "Planned"]
+    view = run_view(CAMPAIGN_FANOUT, running, history, "data", branch_events=branch)
+    assert [(j["requested_region"], j["status"]) for j in view["jobs"]] == [
+        ("eu-west-1", "InProgress"), ("us-east-1", "Planned")]
+    assert view["current_state"] == "RunRegion"  # the fan-out's own, not a branch's

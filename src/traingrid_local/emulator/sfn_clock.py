@@ -71,7 +71,7 @@ def _releasing(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _start_held(previous: Callable[..., None]) -> Callable[..., None]:
     def start(self: ExecutionWorker) -> None:
-        self._clock_handed_over = CLOCK.hold_for_another()
+        self.__dict__["_clock_handed_over"] = CLOCK.hold_for_another()
         previous(self)
 
     return start
@@ -82,7 +82,7 @@ def _environment_held(previous: Callable[..., Any]) -> Callable[..., Any]:
 
     def environment(self: ExecutionWorker) -> Any:
         env = previous(self)
-        env._clock_handed_over = self.__dict__.pop("_clock_handed_over", None)
+        env.__dict__["_clock_handed_over"] = self.__dict__.pop("_clock_handed_over", None)
         return env
 
     return environment

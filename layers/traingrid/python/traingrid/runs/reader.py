@@ -13,7 +13,13 @@ from traingrid.aws import batch, logs, s3, stepfunctions
 from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
 from traingrid.observability import logger
 from traingrid.runs import listing
-from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
+from traingrid.runs.view import (
+    CAMPAIGN_FANOUT,
+    TRAINING_RUN,
+    branch_executions,
+    run_view,
+    summary,
+)
 from traingrid.settings import ApiSettings
 from traingrid.training.plan import outputs_prefix
 from traingrid.vocabulary.statuses import RunStatus
@@ -51,8 +57,24 @@ class RunReader:
         recorded = (self._recorded_cost(description["executionArn"])
                     if pipeline == CAMPAIGN_FANOUT and description["status"] != RunStatus.RUNNING
                     else None)
+        branches = (self._branch_events(events)
+                    if pipeline == CAMPAIGN_FANOUT and description["status"] == RunStatus.RUNNING
+                    else None)
         return run_view(pipeline, description, events, self.settings.data_bucket,
-                        batch.describe_jobs, recorded)
+                        batch.describe_jobs, recorded, branches)
+
+    @staticmethod
+    def _branch_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The histories of a running fan-out's region branches, where each region's job
+        stands; a branch that cannot be read shows as its last state in the fan-out's."""
+        found: list[dict[str, Any]] = []
+        for arn in branch_executions(events):
+            try:
+                found += stepfunctions.execution_history(arn)
+            except TrainGridError as error:
+                logger.warning("branch history not read", extra={"execution_arn": arn,
+                                                                 "error": str(error)})
+        return found
 
     def _recorded_cost(self, execution_arn: str) -> dict[str, Any] | None:
         """The receipt an ended fan-out recorded with its run; None (priced as in flight) if

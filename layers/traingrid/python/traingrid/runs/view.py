@@ -104,10 +104,25 @@ def _plan(events: list[dict[str, Any]], states: tuple[str, ...]) -> dict[str, An
     return {}
 
 
+def branch_executions(events: list[dict[str, Any]]) -> list[str]:
+    """The ARNs of a fan-out's region branches (CampaignRegion executions), from the
+    ``startExecution.sync:2`` tasks that started them; while it runs, each region's job is
+    in its branch's history, not in the fan-out's."""
+    found = []
+    for event in events:
+        details = event.get("taskSubmittedEventDetails")
+        if details and details.get("resource", "").startswith("startExecution"):
+            submitted = _json(details.get("output"))
+            if isinstance(submitted, dict) and isinstance(submitted.get("ExecutionArn"), str):
+                found.append(submitted["ExecutionArn"])
+    return found
+
+
 def region_jobs(output: Any, events: list[dict[str, Any]], planned: list[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
     """Each region's job of a fan-out as it stands: each branch's latest from its ``planned``
-    job on, and once the run has ended, the final ones (over their plans)."""
+    job on (``events``: the fan-out's history and its branches'), and once the run has ended,
+    the final ones (over their plans)."""
     latest: dict[str, dict[str, Any]] = {}
     for job in planned:
         latest[job["requested_region"]] = {**job, "status": "Planned"}
@@ -163,9 +178,11 @@ def cost(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]
 
 def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, Any]],
              data_bucket: str, describe_jobs: DescribeJobs | None = None,
-             recorded_cost: dict[str, Any] | None = None) -> dict[str, Any]:
+             recorded_cost: dict[str, Any] | None = None,
+             branch_events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Everything about one run: status, where it is, how long each state took, why it failed
-    and where its results are."""
+    and where its results are; a fan-out's region jobs also from its branches' histories
+    (``branch_events``)."""
     view = summary(pipeline, description)
     output = _json(description.get("output"))
     ended = description.get("stopDate") or clock.service_now()
@@ -187,7 +204,8 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
     view["cost"] = cost(pipeline, description, events, view["estimate"],
                         describe_jobs=describe_jobs, recorded=recorded_cost)
     if pipeline == CAMPAIGN_FANOUT:
-        view["jobs"] = region_jobs(output, events, plan.get("jobs", []))
+        view["jobs"] = region_jobs(output, events + (branch_events or []),
+                                   plan.get("jobs", []))
     if earlier:
         view["states_omitted"] = earlier
     return view

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from traingrid.aws import batch, logs, s3, stepfunctions
+from traingrid import clock
+from traingrid.aws import batch, cloudwatch, logs, s3, sagemaker, stepfunctions
 from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
 from traingrid.observability import logger
 from traingrid.runs import listing
-from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, run_view, summary
+from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, fanout_jobs, run_view, summary
 from traingrid.settings import ApiSettings
 from traingrid.training.plan import outputs_prefix
 from traingrid.vocabulary.statuses import RunStatus
@@ -106,14 +107,18 @@ class RunReader:
 
     def metrics(self, name: str, wanted: MetricsQuery) -> dict[str, Any]:
         """The run's training curves (``traingrid.runs.metrics``): a TrainingRun's nodes'; a
-        fan-out's, each region's job's."""
+        fan-out's, each region's SageMaker job's, from CloudWatch in its region."""
         from traingrid.runs import metrics
 
         pipeline, description = self.find(name)
         found = {"name": name, "pipeline": pipeline, "status": description["status"]}
         if pipeline == TRAINING_RUN:
             return found | metrics.training_run_curves(self.settings.data_bucket, name, wanted)
-        return found | metrics.fanout_curves(name, description, wanted)
+        planned, reported = fanout_jobs(
+            description, stepfunctions.execution_history(description["executionArn"]))
+        return found | metrics.fanout_curves(
+            name, planned, reported, wanted, clock.now(), sagemaker.describe_training_job,
+            sagemaker.training_jobs_named, cloudwatch.metric_data)
 
     def _training_log(self, name: str) -> dict[str, Any] | None:
         queue, group = self.settings.training_job_queue, self.settings.training_job_log_group

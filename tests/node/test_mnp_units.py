@@ -1,5 +1,6 @@
 """Unit tests of the pure parts of the MNP node entrypoint."""
 
+import ast
 import json
 import shlex
 import tarfile
@@ -512,10 +513,19 @@ def test_the_retry_decision_reads_the_nodes_exit_codes_and_checkpoints_as_they_a
 
 def test_sagemaker_reads_the_trainers_metrics_and_runs_the_images_entry_point() -> None:
     from traingrid.campaigns import sagemaker_job
+    from traingrid.runs import region_curves
     from traingrid_node import metrics
 
     assert {d["Name"]: d["Regex"] for d in sagemaker_job.METRIC_DEFINITIONS} == (
         metrics.LOG_METRICS)
+    assert set(region_curves.METRIC_FIELDS) == set(metrics.LOG_METRICS)
+    # The trainer writes its TensorBoard files where the job's request says SageMaker takes
+    # them (read from its source: the trainer's packages need torch, not in this venv).
+    config = Path(__file__).resolve().parents[2] / "containers/mnp/traingrid_trainer/config.py"
+    constants = {target.id: node.value.value for node in ast.parse(config.read_text()).body
+                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                 for target in node.targets if isinstance(target, ast.Name)}
+    assert constants["SAGEMAKER_TENSORBOARD"] == sagemaker_job.TENSORBOARD_LOCAL_PATH
     root = Path(__file__).resolve().parents[2] / "containers" / "sagemaker"
     assert (root / sagemaker_job.ENTRY_POINT).is_file()
     assert f"COPY {sagemaker_job.ENTRY_POINT} /opt/ml/code/" in (root / "Dockerfile").read_text()

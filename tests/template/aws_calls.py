@@ -28,6 +28,7 @@ from typing import Any
 import botocore.session
 
 from tests.iam_actions import actions_of
+from traingrid_local.emulator.lambda_inprocess import IAM_PREFIXES
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "layers" / "traingrid" / "python"
@@ -59,7 +60,8 @@ class UnfollowedClient(Exception):
 def _operations(service: str) -> tuple[str, dict[str, str]]:
     """(IAM prefix, client method name → API operation name) of a service."""
     model = botocore.session.get_session().get_service_model(service)
-    return model.signing_name, {botocore.xform_name(op): op for op in model.operation_names}
+    prefix = IAM_PREFIXES.get(model.signing_name, model.signing_name)  # monitoring: cloudwatch
+    return prefix, {botocore.xform_name(op): op for op in model.operation_names}
 
 
 def operation(service: str, method: str, where: str) -> str:

@@ -46,6 +46,9 @@ UNSCOPED_ACTIONS = {
     # A queued job's capacity (training/capacity.py): none has resource-level permissions.
     "batch:DescribeJobQueues", "batch:DescribeComputeEnvironments",
     "autoscaling:DescribeScalingActivities",
+    # A fan-out's curves (runs/region_curves.py): GetMetricData has no resource-level
+    # permissions (only PutMetricData has a condition key, its namespace).
+    "cloudwatch:GetMetricData",
 }
 
 

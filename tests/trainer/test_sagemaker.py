@@ -9,11 +9,14 @@ import re
 import sys
 from pathlib import Path
 
+import torch
+
 from tests.trainer.conftest import MNP, needs_mpirun, run_trainer, trainer_env
 from tests.trainer.test_mpirun import LOCAL, mpirun
 from traingrid_node.launch import build_mpirun_command
 from traingrid_node.metrics import FINAL_MODEL, LOG_METRICS, METRICS_FILE
-from traingrid_trainer.config import SAGEMAKER_CHECKPOINTS, parse_args
+from traingrid_trainer import watch
+from traingrid_trainer.config import SAGEMAKER_CHECKPOINTS, SAGEMAKER_TENSORBOARD, parse_args
 from traingrid_trainer.world import detect_world
 
 ENTRY_POINT = MNP.parent / "sagemaker" / "traingrid_train.py"
@@ -36,6 +39,21 @@ def test_on_sagemaker_the_trainer_reads_its_channel_model_and_checkpoint_folders
     assert batch.checkpoint_dir == Path("/fsx/runs/r/checkpoints")
     assert detect_world({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "16",
                          "SM_HOSTS": '["algo-2", "algo-1"]'}).main_address == "algo-1"
+
+
+def test_on_sagemaker_the_tensorboard_files_go_where_sagemaker_uploads_them(
+        tmp_path: Path, monkeypatch) -> None:
+    assert watch.tensorboard_dir(tmp_path / "model", sagemaker_env(tmp_path)) == Path(
+        SAGEMAKER_TENSORBOARD)  # the job's TensorBoardOutputConfig.LocalPath
+    assert watch.tensorboard_dir(tmp_path / "out", {}) == tmp_path / "out" / "tensorboard"
+    local_path = tmp_path / "opt-ml-output-tensorboard"  # not the machine's /opt/ml
+    monkeypatch.setattr(watch, "SAGEMAKER_TENSORBOARD", str(local_path))
+    recorder = watch.Recorder(tmp_path / "model", detect_world({}), torch.device("cpu"), None,
+                              env=sagemaker_env(tmp_path))
+    recorder.window(step=1, epoch=0.5, loss=6.9, lr=0.1, steps=1, batch_size=2, seconds=0.1)
+    recorder.close()
+    assert list((local_path / "node-0").glob("events.out.tfevents.*"))
+    assert not (tmp_path / "model" / "tensorboard").exists()
 
 
 def test_the_log_lines_give_sagemaker_its_metrics(tmp_path: Path) -> None:

@@ -19,11 +19,9 @@ from traingrid.campaigns.sagemaker_job import (
     MIN_VOLUME_GB,
     create_request,
     data_input,
-    job_name,
-    short_region,
 )
 from traingrid.errors import RequestInvalid
-from traingrid.naming import fanout_name
+from traingrid.naming import fanout_name, job_name, short_region
 from traingrid.training.waits import Poll
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 
@@ -82,6 +80,9 @@ def test_request_launches_ddp_through_mpi_with_only_what_nccl_reads():
     assert request["ResourceConfig"]["InstanceCount"] == 10
     assert request["EnableManagedSpotTraining"] is True
     assert request["CheckpointConfig"]["S3Uri"].startswith("s3://out/checkpoints/")
+    # SageMaker uploads the trainer's TensorBoard files under the job's own output path.
+    assert request["TensorBoardOutputConfig"] == {
+        "S3OutputPath": "s3://out/tensorboard/n/", "LocalPath": "/opt/ml/output/tensorboard"}
     assert all(isinstance(v, str) for v in hp.values())
 
 

@@ -51,6 +51,10 @@ class TrainConfig:
 # files, the folder it uploads as model.tar.gz, and the folder it keeps in step with the job's
 # CheckpointConfig in S3 (so a managed spot job that is interrupted resumes from it).
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
+# The job's TensorBoardOutputConfig.LocalPath (SageMaker's default, which the campaign's
+# CreateTrainingJob names): SageMaker uploads what is written there to its S3OutputPath while
+# the job runs. SM_MODEL_DIR reaches S3 only in model.tar.gz, once the job has ended.
+SAGEMAKER_TENSORBOARD = "/opt/ml/output/tensorboard"
 
 
 def in_sagemaker(env: Mapping[str, str]) -> bool:

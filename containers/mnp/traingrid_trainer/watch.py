@@ -1,7 +1,9 @@
 """What the trainer leaves to watch it by while it trains: each node's curves as JSON Lines
 (``traingrid_node.series``: ``metrics/node-<k>.jsonl``) and as TensorBoard event files
 (``tensorboard/node-<k>/``), both among the outputs, so ``tensorboard --logdir`` on the run's
-outputs in S3 shows every node as a run of its own.
+outputs in S3 shows every node as a run of its own. Under SageMaker the event files go to the
+job's ``TensorBoardOutputConfig.LocalPath`` instead (``/opt/ml/output/tensorboard/node-<k>/``),
+which SageMaker uploads to the job's ``S3OutputPath`` while it trains.
 
 The first rank of each node records its node; the files reach S3 while the job trains
 (``lfs hsm_archive``, at most every ``ARCHIVE_EVERY_S``, and when training ends), as the
@@ -21,6 +23,7 @@ import torch
 from traingrid_node.config import ExportConfig
 from traingrid_node.outputs import archive_now
 from traingrid_node.series import TENSORBOARD_DIR, append, node_name, point, series_path
+from traingrid_trainer.config import SAGEMAKER_TENSORBOARD, in_sagemaker
 from traingrid_trainer.world import World
 
 ARCHIVE_EVERY_S = 60.0
@@ -63,6 +66,11 @@ class TimedBatches:
         return waited
 
 
+def tensorboard_dir(output_dir: Path, env: Mapping[str, str]) -> Path:
+    """Where a node's TensorBoard files go: among the outputs, or SageMaker's LocalPath."""
+    return Path(SAGEMAKER_TENSORBOARD) if in_sagemaker(env) else output_dir / TENSORBOARD_DIR
+
+
 def _summary_writer(log_dir: Path) -> Any:
     from torch.utils.tensorboard import SummaryWriter  # needs the pinned tensorboard
 
@@ -79,7 +87,7 @@ class Recorder:
         self.active = world.local_rank == 0 and world.rank % self.ranks == 0
         self.device, self.export = device, export
         self.path = series_path(output_dir, self.node)
-        self.log_dir = output_dir / TENSORBOARD_DIR / node_name(self.node)
+        self.log_dir = tensorboard_dir(output_dir, env) / node_name(self.node)
         self.writer = _summary_writer(self.log_dir) if self.active and tensorboard else None
         self.archived_at = time.monotonic()
         self.input: TimedBatches | None = None

@@ -53,6 +53,8 @@ from traingrid_local.emulator.patching import PATCHES
 _LOCK = threading.RLock()
 _INVOKING = threading.local()
 CALLS: dict[str, set[str]] = {}
+# Services whose IAM actions are not named by their signing name.
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 _EXTRACTED: dict[str, Path] = {}
 _MODULES: dict[tuple[str, str], ModuleType] = {}
 _WORKDIR = Path(tempfile.mkdtemp(prefix="traingrid-lambda-"))
@@ -314,6 +316,7 @@ def record_call(model: Any, **_: Any) -> None:
     function_name = getattr(_INVOKING, "function_name", None)
     if function_name is not None:
         prefix = model.service_model.signing_name
+        prefix = IAM_PREFIXES.get(prefix, prefix)
         CALLS.setdefault(function_name, set()).add(f"{prefix}:{model.name}")
 
 

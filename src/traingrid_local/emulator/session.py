@@ -35,6 +35,7 @@ from traingrid_local.emulator import (
     s3,
     sagemaker,
     sagemaker_events,
+    sagemaker_metrics,
     sfn_catch,
     sfn_clock,
     sfn_events,
@@ -74,7 +75,7 @@ ADAPTATIONS = (stores, sfn_stack, cloudformation, cloudwatch_alarms, lambda_inpr
                sfn_integrations, sfn_clock, sfn_catch, sfn_faults, sfn_events, sfn_nested,
                sfn_stop, sfn_history, events, s3, fsx_quota, fsx, instances, batch,
                batch_environments, batch_pods, capacity, sagemaker, sagemaker_events,
-               throttling, account, rds)
+               sagemaker_metrics, throttling, account, rds)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

@@ -94,3 +94,25 @@ def branch_name(execution_name: str, region: str) -> str:
     digest = hashlib.sha256(execution_name.encode()).hexdigest()[:8]
     keep = MAX_EXECUTION_NAME - len(suffix) - len(digest) - 1
     return f"{execution_name[:keep].rstrip('-')}-{digest}{suffix}"
+
+
+# SageMaker training jobs: ≤ 63 characters of [a-zA-Z0-9-], starting and ending alphanumeric.
+MAX_JOB_NAME = 63
+_NOT_JOB_NAME = re.compile(r"[^a-zA-Z0-9-]+")
+
+
+def short_region(region: str) -> str:
+    """``eu-central-1`` → ``euc1``."""
+    geo, area, number = region.split("-", 2)
+    return f"{geo}{area[0]}{number.split('-')[-1]}"
+
+
+def job_name(execution_name: str, region: str, attempt: int) -> str:
+    """Unique per execution, data region (one branch each) and attempt, wherever the job
+    trains; readable; within SageMaker's limits."""
+    suffix = f"-{short_region(region)}-{attempt}"
+    base = _NOT_JOB_NAME.sub("-", execution_name).strip("-") or "traingrid"
+    if len(base) + len(suffix) > MAX_JOB_NAME:
+        digest = hashlib.sha256(execution_name.encode()).hexdigest()[:8]
+        base = base[: MAX_JOB_NAME - len(suffix) - len(digest) - 1].rstrip("-") + "-" + digest
+    return re.sub("-{2,}", "-", base + suffix)

@@ -45,6 +45,16 @@ def list_training_jobs(region: str, status: str) -> list[dict[str, Any]]:
     return found
 
 
+def training_jobs_named(region: str, name_contains: str) -> list[dict[str, Any]]:
+    """The region's training jobs whose names contain ``name_contains`` (summaries)."""
+    found: list[dict[str, Any]] = []
+    with translated("SageMaker", "ListTrainingJobs"):
+        for page in client("sagemaker", region).get_paginator("list_training_jobs").paginate(
+                NameContains=name_contains):
+            found += page["TrainingJobSummaries"]
+    return found
+
+
 def tags_of(region: str, arn: str) -> dict[str, str]:
     with translated("SageMaker", "ListTags"):
         tags = client("sagemaker", region).list_tags(ResourceArn=arn)["Tags"]

@@ -15,7 +15,8 @@ from traingrid import clock
 from traingrid.aws import s3, sagemaker
 from traingrid.campaigns import branch, staging
 from traingrid.campaigns.markers import MARKER_NAME
-from traingrid.campaigns.sagemaker_job import create_request, image_uri, job_name, with_tag
+from traingrid.campaigns.sagemaker_job import create_request, image_uri, with_tag
+from traingrid.naming import job_name
 from traingrid.observability import logger
 from traingrid.training.waits import Poll
 from traingrid.vocabulary.campaign_fanout import (

@@ -1,5 +1,5 @@
-"""A region's SageMaker training job: its name, how it reads its data, and its
-CreateTrainingJob request.
+"""A region's SageMaker training job: how it reads its data, and its CreateTrainingJob request
+(its name is ``traingrid.naming.job_name``).
 
 MPI-launched PyTorch DDP (Horovod's role) through SageMaker's own MPI support: one process per
 GPU on every host, each running the image's entry point (``containers/sagemaker``: the Batch
@@ -8,16 +8,11 @@ nodes' trainer), whose log lines SageMaker reads as metrics.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from typing import Any
 
 from traingrid.vocabulary.campaign_fanout import DataInput, InputMode, RegionJob
 
-# SageMaker: ≤ 63 characters of [a-zA-Z0-9-], starting and ending alphanumeric.
-MAX_JOB_NAME = 63
-_NOT_NAME = re.compile(r"[^a-zA-Z0-9-]+")
 GPUS_PER_HOST = {
     "ml.p3.2xlarge": 1, "ml.p3.8xlarge": 4, "ml.p3.16xlarge": 8, "ml.p3dn.24xlarge": 8,
     "ml.p4d.24xlarge": 8, "ml.p4de.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.g5.48xlarge": 8,
@@ -36,6 +31,9 @@ METRIC_DEFINITIONS = [
     {"Name": "train:loss", "Regex": r"loss ([0-9.]+) lr"},
     {"Name": "train:images_per_second", "Regex": r"images/s ([0-9.]+) \("},
 ]
+# Where the trainer writes its TensorBoard event files under SageMaker
+# (traingrid_trainer.watch.SAGEMAKER_TENSORBOARD, tested), which SageMaker uploads.
+TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
 MAX_RUNTIME_S = 5 * 24 * 3600
 
 GB, GIB = 10**9, 1024**3
@@ -57,23 +55,6 @@ MIN_VOLUME_GB = 50
 MAX_VOLUME_GB = 16_384
 # FastFile fetches each object from S3 as it is first opened: small files read slowly.
 SMALL_OBJECT_BYTES = 1024**2
-
-
-def short_region(region: str) -> str:
-    """``eu-central-1`` → ``euc1``."""
-    geo, area, number = region.split("-", 2)
-    return f"{geo}{area[0]}{number.split('-')[-1]}"
-
-
-def job_name(execution_name: str, region: str, attempt: int) -> str:
-    """Unique per execution, data region (one branch each) and attempt, wherever the job
-    trains; readable; within SageMaker's limits."""
-    suffix = f"-{short_region(region)}-{attempt}"
-    base = _NOT_NAME.sub("-", execution_name).strip("-") or "traingrid"
-    if len(base) + len(suffix) > MAX_JOB_NAME:
-        digest = hashlib.sha256(execution_name.encode()).hexdigest()[:8]
-        base = base[: MAX_JOB_NAME - len(suffix) - len(digest) - 1].rstrip("-") + "-" + digest
-    return re.sub("-{2,}", "-", base + suffix)
 
 
 def image_uri(account: str, region: str, repository: str) -> str:
@@ -127,6 +108,11 @@ def planned_input(job: RegionJob) -> DataInput:
     return data_input(int(job["bytes"]), int(job["objects"]))
 
 
+def tensorboard_uri(output_path: str, name: str) -> str:
+    """Where SageMaker uploads a job's TensorBoard files: under the output path."""
+    return f"{output_path.rstrip('/')}/tensorboard/{name}/"
+
+
 def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
                    output_path: str, role_arn: str, image: str, tags: dict[str, str],
                    spot: bool = False) -> dict[str, Any]:
@@ -162,6 +148,13 @@ def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
                            "InstanceCount": int(job["instance_count"]),
                            "VolumeSizeInGB": data["volume_size_gb"]},
         "StoppingCondition": {"MaxRuntimeInSeconds": MAX_RUNTIME_S},
+        # botocore's TensorBoardOutputConfig: S3OutputPath is required (an S3Uri, at most
+        # 1,024 characters, "(https|s3)://([^/]+)/?(.*)"); LocalPath "defaults to
+        # /opt/ml/output/tensorboard", given anyway as the trainer writes there. The output
+        # path is the fan-out's in that region, shared by its jobs there: the job's name
+        # keeps each job's files apart, as the checkpoints' does.
+        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(output_path, name),
+                                    "LocalPath": TENSORBOARD_LOCAL_PATH},
         "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
     }
     if spot:

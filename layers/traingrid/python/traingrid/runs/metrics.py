@@ -9,6 +9,8 @@ In total a bin's ``images_per_s`` is the nodes' sum, ``step_s``, ``input_s`` and
 whose median wait for input is over ``INPUT_SHARE`` of a step and ``INPUT_FACTOR`` times the
 nodes' median (in a synchronous job every node steps at the slowest's pace; the slow one is
 the one not waiting for its peers but for its data).
+
+A fan-out's curves are its regions' SageMaker jobs' (``traingrid.runs.region_curves``).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from traingrid.aws import s3
+from traingrid.runs import region_curves
 from traingrid.training.plan import outputs_prefix
 
 SERIES_DIR = "metrics/"  # traingrid_node.series.SERIES_DIR
@@ -56,8 +59,19 @@ class MetricsQuery(BaseModel):
         return self
 
 
+def _moment(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _seconds(moment: datetime) -> float:
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    return _moment(moment).timestamp()
+
+
+def bin_seconds(span: float, wanted: MetricsQuery) -> int:
+    """A bin's seconds for points over ``span`` seconds: the asked step (widened to at most
+    MAX_ASKED_BINS bins), else the span in at most MAX_BINS bins."""
+    return (max(wanted.step, math.ceil(span / MAX_ASKED_BINS)) if wanted.step
+            else max(1, math.ceil(span / MAX_BINS)))
 
 
 def parse_points(text: str) -> list[dict[str, float]]:
@@ -139,8 +153,7 @@ def curves(texts: Mapping[str, str], wanted: MetricsQuery) -> dict[str, Any]:
               for node, text in sorted(texts.items())}
     times = [p["t"] for found in points.values() for p in found]
     span = max(times) - min(times) if times else 0.0
-    step = (max(wanted.step, math.ceil(span / MAX_ASKED_BINS)) if wanted.step
-            else max(1, math.ceil(span / MAX_BINS)))
+    step = bin_seconds(span, wanted)
     binned = {node: _binned(found, step) for node, found in points.items() if found}
     nodes = {node: {name: _series(bins) for name, bins in fields.items()}
              for node, fields in binned.items()}
@@ -171,12 +184,19 @@ def moment(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-def fanout_curves(name: str, description: Mapping[str, Any],
-                  wanted: MetricsQuery) -> dict[str, Any]:
-    """A fan-out's curves by region: each region's SageMaker job writes its TensorBoard files
-    to its own region (TensorBoardOutputConfig); none are read across regions yet."""
-    return {"step": wanted.step or 1, "nodes": {}, "stragglers": {}, "latest": None,
-            "regions": {},
-            "note": ("Each region's SageMaker job writes its curves as TensorBoard files to "
-                     "<its output path>/tensorboard/<job name>/ in its own region: point "
-                     "tensorboard --logdir there.")}
+def fanout_curves(name: str, planned: Sequence[Mapping[str, Any]],
+                  reported: Mapping[str, Mapping[str, Any]], wanted: MetricsQuery,
+                  now: datetime, describe: region_curves.Describe,
+                  list_named: region_curves.ListNamed,
+                  metric_data: region_curves.MetricData) -> dict[str, Any]:
+    """A fan-out's curves by data region: what SageMaker records of each region's job
+    (``traingrid.runs.region_curves``); the fan-out itself has no nodes of its own."""
+    step, regions = region_curves.fanout_regions(
+        name, planned, reported, lambda span: bin_seconds(span, wanted), wanted.start and
+        _moment(wanted.start), wanted.end and _moment(wanted.end), now, describe, list_named,
+        metric_data)
+    return {"step": step, "nodes": {}, "stragglers": {}, "latest": None, "regions": regions,
+            "note": ("Each region's curves are its SageMaker job's metrics in CloudWatch "
+                     f"({region_curves.NAMESPACE}, Host <job>/{region_curves.MAIN_HOST}) in "
+                     "the region where it trained; its TensorBoard files are under "
+                     "'tensorboard' in that region.")}

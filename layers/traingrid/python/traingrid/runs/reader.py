@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from traingrid.aws import batch, logs, s3, stepfunctions
+from traingrid import clock
+from traingrid.aws import batch, cloudwatch, logs, s3, sagemaker, stepfunctions
 from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
 from traingrid.observability import logger
 from traingrid.runs import listing
@@ -17,6 +18,7 @@ from traingrid.runs.view import (
     CAMPAIGN_FANOUT,
     TRAINING_RUN,
     branch_executions,
+    fanout_jobs,
     run_view,
     summary,
 )
@@ -128,14 +130,20 @@ class RunReader:
 
     def metrics(self, name: str, wanted: MetricsQuery) -> dict[str, Any]:
         """The run's training curves (``traingrid.runs.metrics``): a TrainingRun's nodes'; a
-        fan-out's, each region's job's."""
+        fan-out's, each region's SageMaker job's, from CloudWatch in its region."""
         from traingrid.runs import metrics
 
         pipeline, description = self.find(name)
         found = {"name": name, "pipeline": pipeline, "status": description["status"]}
         if pipeline == TRAINING_RUN:
             return found | metrics.training_run_curves(self.settings.data_bucket, name, wanted)
-        return found | metrics.fanout_curves(name, description, wanted)
+        events = stepfunctions.execution_history(description["executionArn"])
+        if description["status"] == RunStatus.RUNNING:
+            events = events + self._branch_events(events)  # where each region's job stands
+        planned, reported = fanout_jobs(description, events)
+        return found | metrics.fanout_curves(
+            name, planned, reported, wanted, clock.now(), sagemaker.describe_training_job,
+            sagemaker.training_jobs_named, cloudwatch.metric_data)
 
     def _training_log(self, name: str) -> dict[str, Any] | None:
         queue, group = self.settings.training_job_queue, self.settings.training_job_log_group

@@ -138,6 +138,16 @@ def region_jobs(output: Any, events: list[dict[str, Any]], planned: list[dict[st
     return [{key: job[key] for key in REGION_JOB_FIELDS if key in job} for job in jobs]
 
 
+def fanout_jobs(description: dict[str, Any], events: list[dict[str, Any]]
+                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A fan-out's planned jobs (with their fallback regions), and each data region's job as
+    its branch last reported it (``region_jobs``), by data region."""
+    planned = _plan(events, ("PlanFanout",)).get("jobs", [])
+    current = region_jobs(_json(description.get("output")), events, planned)
+    return planned, {str(job["requested_region"]): job for job in current
+                     if "requested_region" in job}
+
+
 def estimate(pipeline: str, output: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
     """What the run is expected to cost, from its plan (known from its first step on)."""
     if pipeline == TRAINING_RUN:

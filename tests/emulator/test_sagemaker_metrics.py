@@ -1,0 +1,62 @@
+"""SageMaker publishes a training job's metrics (its own MetricDefinitions matched against the
+trainer's log lines) to CloudWatch in the job's region while it trains, and describes each
+metric's latest value in FinalMetricDataList."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from traingrid.campaigns.sagemaker_job import METRIC_DEFINITIONS
+from traingrid_local.emulator import sagemaker_metrics
+from traingrid_local.emulator.session import Emulator
+
+from .helpers import skipping_idle_time, wait_until
+from .test_sagemaker import _bucket, _client, _create, _describe
+
+REGION = "eu-west-1"
+
+
+def _series(emulator: Emulator, job: dict[str, Any], metric: str, host: str) -> list[float]:
+    answer = _client(emulator, "cloudwatch", REGION).get_metric_data(
+        MetricDataQueries=[{"Id": "m", "MetricStat": {"Metric": {
+            "Namespace": "/aws/sagemaker/TrainingJobs", "MetricName": metric,
+            "Dimensions": [{"Name": "Host", "Value": f"{job['TrainingJobName']}/{host}"}]},
+            "Period": 60, "Stat": "Average"}}],
+        StartTime=job["CreationTime"], EndTime=job["CreationTime"] + timedelta(days=1),
+        ScanBy="TimestampAscending")
+    return answer["MetricDataResults"][0]["Values"]
+
+
+def test_a_jobs_metrics_reach_cloudwatch_as_it_trains(emulator: Emulator) -> None:
+    _bucket(emulator, REGION)
+    spec = {"TrainingImage": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/traingrid",
+            "TrainingInputMode": "File", "MetricDefinitions": METRIC_DEFINITIONS}
+    _create(emulator, "curves", REGION, AlgorithmSpecification=spec)
+
+    wait_until(skipping_idle_time(lambda: (
+        job := _describe(emulator, "curves", REGION))["SecondaryStatus"] == "Training"
+        and _series(emulator, job, "train:loss", "algo-1")),
+        what="the first points, while the job trains")
+    ended = wait_until(skipping_idle_time(lambda: (
+        job := _describe(emulator, "curves", REGION))["TrainingJobStatus"] == "Completed"
+        and job), what="the job's end")
+
+    loss = _series(emulator, ended, "train:loss", "algo-1")
+    rates = _series(emulator, ended, "train:images_per_second", "algo-1")
+    assert len(loss) == len(rates) > 60
+    assert loss[0] > 5 and loss[-1] < 2  # ln(1000) falling towards 1
+    # The whole job's images/s (2 hosts of 8 GPUs), as the trainer's first rank logs it.
+    assert 0.95 * 16 * 625 < sorted(rates)[len(rates) // 2] < 1.05 * 16 * 625
+    assert _series(emulator, ended, "train:loss", "algo-2") == []  # algo-1 logs for all
+    final = {m["MetricName"]: m["Value"] for m in ended["FinalMetricDataList"]}
+    assert set(final) == {"train:loss", "train:images_per_second"}
+    assert final["train:loss"] < 2
+
+
+def test_sagemaker_takes_what_the_definitions_match() -> None:
+    line = "[trainer rank 0/8] epoch 1/90 step 3/625 loss 6.1234 lr 0.01000 images/s 5000.0 "
+    line += "(625.0 per GPU)"
+    assert sagemaker_metrics.matches(METRIC_DEFINITIONS, line) == {
+        "train:loss": 6.1234, "train:images_per_second": 5000.0}
+    assert sagemaker_metrics.matches([{"Name": "x", "Regex": "nothing ([0-9]+)"}], line) == {}

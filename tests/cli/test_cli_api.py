@@ -231,7 +231,7 @@ def test_the_console_of_a_deployed_stack_signs_what_it_sends_on_and_draws_its_gr
             graph = client.request("GET", "/console/graphs/CampaignFanout.svg")
     assert settings == {"emulated": False, "api": recording_api, "stack": "traingrid-prod",
                         "region": "eu-west-1"}
-    assert 'data-state="RecordRegionJob"' in graph.body
+    assert 'data-state="RunRegion"' in graph.body  # the fan-out's own: each branch in RunRegion
     (request,) = RecordingApi.seen
     assert request["path"] == "/v1/runs?limit=5"
     assert re.fullmatch(

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
 from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.job import JobPool
@@ -67,6 +68,18 @@ def _releasing(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(*args, **kwargs)
 
     return wait
+
+
+class _StateEvent(SimulatedEvent):
+    """A state's end, waited for up to its timeout: a state without TimeoutSeconds gets moto's
+    default, 99,999,999 s (as on AWS: more than three years), which here is no deadline at all.
+    As a deadline the clock would skip to it whenever every thread waits a moment (a parent
+    whose child execution has just ended, on a busy machine) and time the state out."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None and timeout >= TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS:
+            timeout = None
+        return super().wait(timeout)
 
 
 def _start_held(previous: Callable[..., None]) -> Callable[..., None]:
@@ -125,7 +138,7 @@ def apply() -> None:
     # module another object under that name is the narrowest change that reaches them, and
     # nothing else in those modules uses the name.
     PATCHES.replace(retrier_decl, "time", types.SimpleNamespace(sleep=CLOCK.sleep))
-    PATCHES.replace(execute_state, "threading", types.SimpleNamespace(Event=SimulatedEvent))
+    PATCHES.replace(execute_state, "threading", types.SimpleNamespace(Event=_StateEvent))
     PATCHES.replace(callback, "Event", SimulatedEvent)
     PATCHES.wrap(Program, "_eval_body", _run_program_held)
     PATCHES.wrap(StateTaskService, "_eval_execution", _holding)

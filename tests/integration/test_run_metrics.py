@@ -111,7 +111,7 @@ def test_a_fanouts_curves_by_region_are_its_sagemaker_jobs_metrics(straggling):
         job = found["job_name"]
         assert found["status"] == "Completed", (data_region, found)
         assert found["source"] == (f"cloudwatch:{found['region']}:/aws/sagemaker/TrainingJobs:"
-                                   f"Host={job}/algo-1")
+                                   f"TrainingJobName={job}")
         loss = [v for _, v in found["loss"]]
         assert loss[0] > 5 and loss[-1] < 2, (data_region, loss)
         assert [t for t, _ in found["loss"]] == sorted(t for t, _ in found["loss"])

@@ -80,9 +80,9 @@ def test_request_launches_ddp_through_mpi_with_only_what_nccl_reads():
     assert request["ResourceConfig"]["InstanceCount"] == 10
     assert request["EnableManagedSpotTraining"] is True
     assert request["CheckpointConfig"]["S3Uri"].startswith("s3://out/checkpoints/")
-    # SageMaker uploads the trainer's TensorBoard files under the job's own output path.
-    assert request["TensorBoardOutputConfig"] == {
-        "S3OutputPath": "s3://out/tensorboard/n/", "LocalPath": "/opt/ml/output/tensorboard"}
+    # SageMaker uploads the trainer's TensorBoard files under the job's own output path, from
+    # its default LocalPath (/opt/ml/output/tensorboard, where the trainer writes).
+    assert request["TensorBoardOutputConfig"] == {"S3OutputPath": "s3://out/tensorboard/n/"}
     assert all(isinstance(v, str) for v in hp.values())
 
 

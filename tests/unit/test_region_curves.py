@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from traingrid.errors import ResourceNotFound
+from traingrid.errors import AwsServiceError, ResourceNotFound
 from traingrid.naming import job_name
 from traingrid.runs import region_curves
 from traingrid.runs.metrics import MetricsQuery, fanout_curves
@@ -76,7 +76,7 @@ def test_each_region_has_its_jobs_curves_as_cloudwatch_answers() -> None:
     west = answer["regions"]["eu-west-1"]
     assert west == {
         "region": "eu-west-1", "job_name": name, "status": "InProgress",
-        "source": f"cloudwatch:eu-west-1:/aws/sagemaker/TrainingJobs:Host={name}/algo-1",
+        "source": f"cloudwatch:eu-west-1:/aws/sagemaker/TrainingJobs:TrainingJobName={name}",
         "loss": [[start.timestamp(), 6.9], [start.timestamp() + 60, 6.123457]],
         "final": {"loss": 2.5}, "tensorboard": f"s3://b/tensorboard/{name}/"}
     assert answer["regions"]["us-east-1"]["status"] == "NotStarted"
@@ -84,8 +84,8 @@ def test_each_region_has_its_jobs_curves_as_cloudwatch_answers() -> None:
     assert region == "eu-west-1" and low == start and high == T0 + timedelta(hours=2, minutes=1)
     assert {q["MetricStat"]["Metric"]["MetricName"]: q["Id"] for q in queries} == {
         "train:loss": "loss", "train:images_per_second": "images_per_s"}
-    assert {d["Value"] for q in queries for d in q["MetricStat"]["Metric"]["Dimensions"]} == {
-        f"{name}/algo-1"}
+    assert {(d["Name"], d["Value"]) for q in queries
+            for d in q["MetricStat"]["Metric"]["Dimensions"]} == {("TrainingJobName", name)}
 
 
 def test_a_job_that_cannot_be_described_is_said_so_and_the_others_answered() -> None:
@@ -101,3 +101,26 @@ def test_a_job_that_cannot_be_described_is_said_so_and_the_others_answered() -> 
     assert answer["regions"]["eu-west-1"]["status"] == "Completed"
     east = answer["regions"]["us-east-1"]
     assert east["status"] == "Unknown" and "gone" in east["error"]
+
+
+def test_a_region_whose_jobs_or_curves_cannot_be_read_is_said_so_and_the_others_answered(
+        ) -> None:
+    """ListTrainingJobs refused in one region, GetMetricData throttled in another: each says
+    so in its own entry; the answer stands."""
+    def list_named(region: str, part: str) -> list[dict[str, Any]]:
+        raise AwsServiceError("SageMaker", "ListTrainingJobs", "AccessDeniedException", "no")
+
+    def metric_data(region: str, *_: Any) -> dict[str, Any]:
+        raise AwsServiceError("CloudWatch", "GetMetricData", "Throttling", "slow down")
+
+    def describe(region: str, job: str) -> dict[str, Any]:
+        return {"TrainingJobStatus": "InProgress", "CreationTime": T0,
+                "TrainingStartTime": T0, "FinalMetricDataList": []}
+
+    reported = {"eu-west-1": {"region": "eu-west-1", "job_name": "w"}}  # the other: listed
+    answer = fanout_curves(RUN, PLANNED, reported, MetricsQuery(), T0 + timedelta(hours=1),
+                           describe, list_named, metric_data)
+    west, east = answer["regions"]["eu-west-1"], answer["regions"]["us-east-1"]
+    assert west["status"] == "InProgress" and "Throttling" in west["error"]
+    assert "loss" not in west
+    assert east["status"] == "Unknown" and "AccessDeniedException" in east["error"]

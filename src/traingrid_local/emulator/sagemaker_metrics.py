@@ -3,8 +3,9 @@ while it trains, as AWS does.
 
 SageMaker reads the training container's log with the job's ``MetricDefinitions`` (a name and a
 regex each) and publishes every match to CloudWatch in the job's region: namespace
-``/aws/sagemaker/TrainingJobs``, the definition's name as the metric, dimension ``Host``
-``<job name>/algo-<k>`` (the host whose log matched); DescribeTrainingJob's
+``/aws/sagemaker/TrainingJobs``, the definition's name as the metric, dimension
+``TrainingJobName`` (as SageMaker's TrainingJobAnalytics reads them; ``Host`` is for the
+instances' CPU, memory, GPU and disk metrics); DescribeTrainingJob's
 ``FinalMetricDataList`` gives each metric's latest value. moto does neither. Here, while a
 simulated job (``emulator/sagemaker.py``) is Training, alarms write the lines the trainer's
 first rank prints every logged window (``traingrid_trainer.train``: ``loss … lr … images/s …
@@ -40,7 +41,7 @@ from traingrid_local.emulator.training_curves import (
 )
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
-MAIN_HOST = "algo-1"
+DIMENSION = "TrainingJobName"
 
 
 @dataclass
@@ -114,8 +115,8 @@ def publish(job: FakeTrainingJob) -> None:
             line = log_line(job, elapsed, sagemaker.TRAINING_SECONDS)
             for name, value in matches(definitions, line).items():
                 data.append({"MetricName": name, "Value": value, "Timestamp": moment,
-                             "Dimensions": [{"Name": "Host",
-                                             "Value": f"{job.training_job_name}/{MAIN_HOST}"}]})
+                             "Dimensions": [{"Name": DIMENSION,
+                                             "Value": job.training_job_name}]})
                 published.latest[name] = {"MetricName": name, "Value": value,
                                           "Timestamp": moment}
             published.seconds = elapsed

@@ -150,11 +150,11 @@ def create_request(job: RegionJob, *, name: str, region: str, s3_input: str,
         "StoppingCondition": {"MaxRuntimeInSeconds": MAX_RUNTIME_S},
         # botocore's TensorBoardOutputConfig: S3OutputPath is required (an S3Uri, at most
         # 1,024 characters, "(https|s3)://([^/]+)/?(.*)"); LocalPath "defaults to
-        # /opt/ml/output/tensorboard", given anyway as the trainer writes there. The output
-        # path is the fan-out's in that region, shared by its jobs there: the job's name
-        # keeps each job's files apart, as the checkpoints' does.
-        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(output_path, name),
-                                    "LocalPath": TENSORBOARD_LOCAL_PATH},
+        # /opt/ml/output/tensorboard" (TENSORBOARD_LOCAL_PATH, where the trainer writes), left
+        # to the default: a given /opt/ml path has been refused as reserved. The output path is
+        # the fan-out's in that region, shared by its jobs there: the job's name keeps each
+        # job's files apart, as the checkpoints' does.
+        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(output_path, name)},
         "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
     }
     if spot:

@@ -197,6 +197,6 @@ def fanout_curves(name: str, planned: Sequence[Mapping[str, Any]],
         metric_data)
     return {"step": step, "nodes": {}, "stragglers": {}, "latest": None, "regions": regions,
             "note": ("Each region's curves are its SageMaker job's metrics in CloudWatch "
-                     f"({region_curves.NAMESPACE}, Host <job>/{region_curves.MAIN_HOST}) in "
+                     f"({region_curves.NAMESPACE}, {region_curves.DIMENSION} <job>) in "
                      "the region where it trained; its TensorBoard files are under "
                      "'tensorboard' in that region.")}

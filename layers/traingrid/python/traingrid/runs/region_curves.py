@@ -3,10 +3,11 @@ records of each region's job.
 
 SageMaker matches the job's ``MetricDefinitions`` (``sagemaker_job.METRIC_DEFINITIONS``)
 against its log and publishes every match to CloudWatch in the job's region, namespace
-``/aws/sagemaker/TrainingJobs``, dimension ``Host`` ``<job>/algo-<k>``, while the job trains;
+``/aws/sagemaker/TrainingJobs``, dimension ``TrainingJobName`` (``Host`` ``<job>/algo-<k>`` is
+for the instances' own metrics: CPU, memory, GPU, disk), while the job trains;
 DescribeTrainingJob's ``FinalMetricDataList`` gives each metric's latest value. The trainer's
 first rank logs the whole job's figures, and SageMaker's mpirun gathers every rank's output on
-algo-1, so a region's curves are algo-1's: the loss and the job's images/s. They are read in
+algo-1, so a region's curves are the job's: the loss and the job's images/s. They are read in
 the job's region (GetMetricData), in bins of a whole number of minutes (SageMaker's metrics are
 standard resolution), for as long as CloudWatch keeps them (15 days at 1 minute, 63 days at
 5 minutes, 455 days at an hour). The TensorBoard files SageMaker uploads are named, not read.
@@ -27,7 +28,7 @@ from traingrid.errors import AwsServiceError, ResourceNotFound
 from traingrid.naming import job_name
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
-MAIN_HOST = "algo-1"
+DIMENSION = "TrainingJobName"  # as SageMaker's own TrainingJobAnalytics reads them
 # Each of the job's MetricDefinitions (campaigns.sagemaker_job.METRIC_DEFINITIONS, tested) as
 # a field of the answer (metrics.FIELDS).
 METRIC_FIELDS = {"train:loss": "loss", "train:images_per_second": "images_per_s"}
@@ -77,10 +78,10 @@ def window(description: Mapping[str, Any], now: datetime) -> tuple[datetime, dat
 
 
 def queries(name: str, step: int) -> list[dict[str, Any]]:
-    """GetMetricData's queries of a job's metrics on its main host, by field."""
+    """GetMetricData's queries of a job's metrics, by field."""
     return [{"Id": field, "ReturnData": True, "MetricStat": {
         "Metric": {"Namespace": NAMESPACE, "MetricName": metric,
-                   "Dimensions": [{"Name": "Host", "Value": f"{name}/{MAIN_HOST}"}]},
+                   "Dimensions": [{"Name": DIMENSION, "Value": name}]},
         "Period": period(step), "Stat": "Average"}} for metric, field in METRIC_FIELDS.items()]
 
 
@@ -92,7 +93,7 @@ def region_answer(region: str, name: str, description: Mapping[str, Any],
              if m.get("MetricName") in METRIC_FIELDS}
     tensorboard = (description.get("TensorBoardOutputConfig") or {}).get("S3OutputPath")
     return {"region": region, "job_name": name, "status": description["TrainingJobStatus"],
-            "source": f"cloudwatch:{region}:{NAMESPACE}:Host={name}/{MAIN_HOST}",
+            "source": f"cloudwatch:{region}:{NAMESPACE}:{DIMENSION}={name}",
             **{field: [[t, round(v, 6)] for t, v in series]
                for field, series in points.items() if series},
             "final": final, "tensorboard": tensorboard}
@@ -109,7 +110,13 @@ def fanout_regions(execution: str, planned: Sequence[Mapping[str, Any]],
     jobs: dict[str, tuple[str, str, dict[str, Any], datetime, datetime]] = {}
     for job in planned:
         data_region = str(job["requested_region"])
-        found = current_job(execution, job, reported.get(data_region), list_named)
+        try:
+            found = current_job(execution, job, reported.get(data_region), list_named)
+        except (ResourceNotFound, AwsServiceError) as error:
+            regions[data_region] = {"region": job["region"], "job_name": None,
+                                    "status": "Unknown", "error": str(error), "final": {},
+                                    "tensorboard": None}
+            continue
         if found is None:
             regions[data_region] = {"region": job["region"], "job_name": None,
                                     "status": "NotStarted", "final": {}, "tensorboard": None}
@@ -136,7 +143,12 @@ def fanout_regions(execution: str, planned: Sequence[Mapping[str, Any]],
             # multiple of the period puts the bins where a TrainingRun's are (and is what
             # CloudWatch advises, GetMetricData's StartTime); the last bin starts before the end.
             aligned = datetime.fromtimestamp(start.timestamp() // step * step, UTC)
-            points = metric_data(region, queries(name, step), aligned,
-                                 end if high else end + timedelta(seconds=step))
+            try:
+                points = metric_data(region, queries(name, step), aligned,
+                                     end if high else end + timedelta(seconds=step))
+            except (ResourceNotFound, AwsServiceError) as error:
+                regions[data_region] = region_answer(region, name, description, {}) | {
+                    "error": f"curves not read: {error}"}
+                continue
         regions[data_region] = region_answer(region, name, description, points)
     return step, dict(sorted(regions.items()))

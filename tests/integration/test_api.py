@@ -337,25 +337,6 @@ def test_a_raw_request_gets_json_back(served_api):
         assert "runs" in json.loads(response.read())
 
 
-def test_a_running_fanout_shows_each_regions_job_from_its_branch(client):
-    """While a fan-out runs, each region's job is in its branch's own history (a CampaignRegion
-    execution): GET /runs/{name} reads it there, so a launched job is not shown as planned."""
-    name = client.call("POST", f"/campaigns/{sample_campaign.CAMPAIGN}/runs",
-                       {"name": "in-flight", "datasets": "all"},
-                       headers={"Idempotency-Key": "in-flight"}).body["name"]
-    seen: set[tuple[str, str]] = set()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        run = client.get(f"/runs/{name}")
-        if run["status"] != "RUNNING":
-            break
-        seen |= {(job["requested_region"], job["status"]) for job in run.get("jobs", [])}
-        time.sleep(0.05)
-    assert run["status"] == "SUCCEEDED", run["cause"]
-    in_flight = {region for region, status in seen if status == "InProgress"}
-    assert in_flight == set(sample_campaign.REGION_PRICES), seen
-
-
 def test_every_state_of_both_pipelines_stays_small(client, served_api):
     """What the console shows of each state, far under Step Functions' 256 KB."""
     client.call("POST", "/runs", {"dataset": DATASET, "name": "small-states"})

@@ -227,6 +227,8 @@ def recovery(seen: Watched, metrics: dict[str, Any], nodes: int,
         # loading the checkpoint, their first step.
         "detected_s": round(timed_out[0] - lost_at, 1) if timed_out else None,
         "resumed_s": round(resumed[0][0] - lost_at, 1),
+        # What the trainer itself reported for the run's goodput (metrics.json).
+        "reported": metrics.get("recoveries"),
     }
 
 

@@ -30,8 +30,21 @@ def test_a_lost_worker_node_leaves_the_job_running_and_it_succeeds_in_one_attemp
     # It trained on one node fewer after the loss: longer than the plan's training time.
     ran_s = (job["stoppedAt"] - job["startedAt"]) / 1000
     assert ran_s > batch_nodes.LOST_AFTER_SECONDS + batch_nodes.RECOVERY_SECONDS
-    assert outcome.record["status"] == "SUCCEEDED"
+    record = outcome.record
+    assert record["status"] == "SUCCEEDED"
     assert outcome.report["leaked_resources"] == []
+    # The receipt pays the lost node to its loss only, and its goodput counts the recovery on
+    # the nodes left and the steps trained again on all, as the trainer's metrics.json says.
+    cost = execution["cost"]
+    assert cost["actual"]["total"] == cost["recorded_total"] == record["cost"]["actual"]["total"]
+    line = next(li for li in cost["lines"] if li["item"].startswith("attempt 1:"))
+    node_seconds = (nodes - 1) * int(ran_s) + batch_nodes.LOST_AFTER_SECONDS  # whole seconds
+    assert line["quantity"] == round(node_seconds / 3600, 6)
+    assert "1 node(s) lost mid-job" in line["item"]
+    lost = cost["goodput"]["lost_node_hours"]
+    assert lost["recovery"] == round((nodes - 1) * batch_nodes.RECOVERY_SECONDS / 3600, 6)
+    assert lost["lost_work"] == round(nodes * batch_nodes.LOST_WORK_SECONDS / 3600, 6)
+    assert record["cost"]["goodput"] == cost["goodput"]
 
 
 def test_a_hung_job_is_ended_by_its_watchdog_and_retried(run_scenario):

@@ -83,3 +83,10 @@ def test_a_lost_worker_node_costs_a_restart_from_the_newest_checkpoint_not_the_j
     assert "resuming after epoch 0 step" in logs, logs[-3000:]
     assert metrics["resumed_from"] and "-step-" in metrics["resumed_from"]
     assert metrics["steps"] < STEPS
+    # The trainer reports the recovery for the run's goodput: a world of 3 nodes became 2.
+    (recovery,) = metrics["recoveries"]
+    assert (recovery["nodes_before"], recovery["nodes_after"]) == (3, 2), recovery
+    assert (recovery["world_size_before"], recovery["world_size_after"]) == (3, 2)
+    assert 0 < recovery["recovery_s"] < 240
+    assert recovery["steps_lost"] >= 0 and recovery["lost_work_s"] >= 0
+    assert "recovered in the job: 3 → 2 node(s)" in logs, logs[-3000:]

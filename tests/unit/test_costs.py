@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from traingrid.costs import prices, receipt
+from traingrid.costs import node_time, prices, receipt
 from traingrid.training.run_record import state_cost
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -223,9 +223,9 @@ def test_the_queue_wait_is_billed_and_goodput_says_where_the_node_hours_went():
     # job-1 waited 5 min, ran 20 min and lost a node; job-2 waited 10 min, then trained 6 h,
     # 2 min of it in-job recovery after a lost worker (as the job reported it).
     used = receipt.attempts_used(plan(NODE_LOST)["job"],
-                                 {"id": "job-2", "status": "SUCCEEDED", "running_s": 0,
-                                  "phases": {"recovery": 120, "bogus": 9}})
-    assert used[1].phases == {"recovery": 120}
+                                 {"id": "job-2", "status": "SUCCEEDED", "running_s": 0},
+                                 {"recovery": 20 * 120, "bogus": 9})
+    assert used[1].phases == {"recovery": 20 * 120}  # node-seconds
     described = [{"jobId": "job-1", "createdAt": 700_000, "startedAt": 1_000_000,
                   "stoppedAt": 2_200_000},
                  {"jobId": "job-2", "createdAt": 4_400_000, "startedAt": 5_000_000,
@@ -262,3 +262,65 @@ def test_a_failed_preflight_is_preflight_not_lost_work_and_nothing_paid_has_no_g
     assert found["lost_node_hours"]["lost_work"] == 0.0
     assert found["goodput"] == round(3600 / (60 + 150 + 40 + 3600), 4)
     assert goodput([])["goodput"] is None
+
+
+def test_a_worker_node_lost_mid_job_is_paid_to_its_loss_and_its_recovery_is_not_productive():
+    from traingrid.training import recoveries
+
+    # job-2: 20 nodes for 6 h; node 19's host went 20 minutes in; the 19 left recovered in
+    # 60 s and trained again the 5 minutes since the checkpoint (as the trainer reported).
+    reported = recoveries.phases({"recoveries": [{
+        "nodes_before": 20, "nodes_after": 19, "world_size_before": 160,
+        "world_size_after": 152, "recovery_s": 60.0, "lost_work_s": 300.0,
+        "steps_lost": 732}]})
+    assert reported == {"recovery": 19 * 60, "lost_work": 20 * 300}
+    used = receipt.attempts_used(plan(NODE_LOST)["job"],
+                                 {"id": "job-2", "status": "SUCCEEDED", "running_s": 0},
+                                 reported)
+    job = {"jobId": "job-2", "createdAt": 4_400_000, "startedAt": 5_000_000,
+           "stoppedAt": 26_600_000, "nodeProperties": {"numNodes": 20, "mainNode": 0}}
+    lost_at = 5_000_000 + 1_200_000
+    nodes = [{"jobId": f"job-2#{i}", "status": "SUCCEEDED", "startedAt": 5_000_000,
+              "stoppedAt": 26_600_000 + 2_000} for i in range(19)]
+    nodes.append({"jobId": "job-2#19", "status": "FAILED", "startedAt": 5_000_000,
+                  "stoppedAt": lost_at, "statusReason": "Host EC2 (instance i-1) terminated."})
+    described = [{"jobId": "job-1", "startedAt": 1_000_000, "stoppedAt": 2_200_000}, job]
+    assert node_time.node_ids(described) == [f"job-2#{i}" for i in range(20)]
+    usage = receipt.with_batch_times(receipt.Usage("p3.16xlarge", used), described,
+                                     30_000_000, nodes)
+    second = usage.attempts[1]
+    assert (second.node_seconds, second.nodes_lost) == (19 * 21600 + 1200, 1)
+    assert usage.attempts[0].node_seconds is None  # not described node by node: nodes × time
+    cost = receipt.receipt(usage, None)
+    assert_adds_up(cost)
+    line = next(li for li in cost["lines"] if li["item"].startswith("attempt 2: 20 ×"))
+    assert line["quantity"] == round((19 * 21600 + 1200) / 3600, 6)
+    assert "1 node(s) lost mid-job" in line["item"] and "of each node" in line["source"]
+    good = cost["goodput"]
+    assert good["lost_node_hours"]["recovery"] == round(19 * 60 / 3600, 6)
+    assert good["lost_node_hours"]["lost_work"] == round((20 * 1200 + 20 * 300) / 3600, 6)
+    paid_s = 20 * 600 + 20 * 1200 + 19 * 21600 + 1200
+    assert good["paid_node_hours"] == round(paid_s / 3600, 6)
+
+
+def test_node_times_need_every_node_and_a_failed_job_loses_none():
+    job = {"jobId": "j", "startedAt": 0, "stoppedAt": 600_000,
+           "nodeProperties": {"numNodes": 3}}
+    some = [{"jobId": "j#0", "startedAt": 0, "stoppedAt": 600_000}]
+    assert node_time.of_job(job, some, 0) is None
+    failed = [{"jobId": f"j#{i}", "status": "FAILED", "startedAt": 0, "stoppedAt": 600_000}
+              for i in range(3)]
+    assert node_time.of_job(job, failed, 0) == node_time.NodeTime(1800, 0)
+    # Still running: each node so far; a single-node job has no node ids.
+    running = {"jobId": "r", "startedAt": 0, "nodeProperties": {"numNodes": 2}}
+    nodes = [{"jobId": "r#0", "startedAt": 0}, {"jobId": "r#1", "startedAt": 10_000}]
+    assert node_time.of_job(running, nodes, 70_000) == node_time.NodeTime(130, 0)
+    assert node_time.node_ids([{"jobId": "s", "nodeProperties": {"numNodes": 1}}]) == []
+
+
+def test_a_metrics_document_without_readable_recoveries_reports_nothing():
+    from traingrid.training import recoveries
+
+    assert recoveries.phases(None) is None
+    assert recoveries.phases({"recoveries": []}) is None
+    assert recoveries.phases({"recoveries": [{"nodes_before": 2, "recovery_s": "x"}]}) is None

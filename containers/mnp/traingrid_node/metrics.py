@@ -24,6 +24,19 @@ LOG_METRICS = {
 FINAL_MODEL = "model/final.pt"
 
 
+class Recovery(TypedDict):
+    """One in-job recovery: a worker node lost, the ranks left restarted (elastic torchrun)
+    and gone on from the newest checkpoint, in the same Batch job."""
+
+    nodes_before: int
+    nodes_after: int
+    world_size_before: int
+    world_size_after: int
+    recovery_s: float  # the last step before the loss to the first one after it
+    lost_work_s: float  # the steps since the checkpoint gone on from, as first trained
+    steps_lost: int  # those steps, trained again
+
+
 class Metrics(TypedDict):
     world_size: int  # ranks (one per GPU; one per node slot on CPU)
     device: str  # "cuda" or "cpu"
@@ -37,6 +50,7 @@ class Metrics(TypedDict):
     synthetic: bool  # random images instead of the dataset
     resumed_from: str | None  # the checkpoint this attempt started from
     top1_accuracy: float | None  # on the validation shards, when there are any
+    recoveries: list[Recovery]  # this attempt's in-job recoveries, in order
 
 
 FIELDS = Metrics.__annotations__
@@ -55,6 +69,7 @@ def metrics_document(
     synthetic: bool,
     resumed_from: str | None = None,
     top1_accuracy: float | None = None,
+    recoveries: Sequence[Recovery] = (),
 ) -> Metrics:
     return {
         "world_size": world_size,
@@ -69,6 +84,7 @@ def metrics_document(
         "synthetic": synthetic,
         "resumed_from": resumed_from,
         "top1_accuracy": top1_accuracy,
+        "recoveries": list(recoveries),
     }
 
 
@@ -79,6 +95,18 @@ def _non_negative(value: Any) -> bool:
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+RECOVERY_FIELDS = Recovery.__annotations__
+
+
+def _recoveries(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(r, dict) and set(r) == set(RECOVERY_FIELDS)
+        and all(_count(r[n]) for n in ("nodes_before", "nodes_after", "world_size_before",
+                                       "world_size_after", "steps_lost"))
+        and _non_negative(r["recovery_s"]) and _non_negative(r["lost_work_s"])
+        for r in value)
 
 
 # Each field's test and what it must be.
@@ -97,6 +125,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "resumed_from": (lambda v: v is None or isinstance(v, str), "a path or null"),
     "top1_accuracy": (lambda v: v is None or (_non_negative(v) and v <= 1),
                       "between 0 and 1, or null"),
+    "recoveries": (_recoveries, f"a list of {{{', '.join(RECOVERY_FIELDS)}}} with "
+                                "non-negative figures"),
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from traingrid_trainer import checkpoint, watchdog
+from traingrid_trainer.recovery import RecoveryLog
 from traingrid_trainer.termination import Termination
 
 HANG_AFTER_STEPS = 2  # --hang_rank: steps the rank trains before it stops
@@ -36,11 +37,17 @@ class Resilience:
     def __init__(self, *, rank: int, size: int, local_rank: int, main_address: str, port: int,
                  steps_per_epoch: int, start: tuple[int, int], hang_rank: int | None,
                  save: Callable[[int, int], Path] | None, estimate_s: float,
-                 log: Callable[[str], None], env: Mapping[str, str] = os.environ) -> None:
+                 log: Callable[[str], None], env: Mapping[str, str] = os.environ,
+                 output_dir: Path | None = None, nodes_now: int = 1) -> None:
         self.rank, self.steps_per_epoch = rank, steps_per_epoch
         self.epoch, self.step = start  # the last completed step: epochs done, steps into next
         self.hang_rank, self.save, self.log = hang_rank, save, log
         self.steps_run = 0
+        # Each node's first rank notes a loss; rank 0 records the job's in-job recoveries.
+        self.recovery = RecoveryLog(
+            output_dir if local_rank == 0 else None, env, rank=rank, closes=save is not None,
+            nodes=nodes_now, world_size=size, steps_per_epoch=steps_per_epoch,
+            resumed_position=self.epoch_position(), restarted=restarted(env))
         nodes = int(env.get("TRAINGRID_NUM_NODES") or env.get("AWS_BATCH_JOB_NUM_NODES") or 1)
         self.interval = (checkpoint.Interval(job_mtbf_s(env, nodes), estimate_s)
                          if save is not None else None)
@@ -48,10 +55,27 @@ class Resilience:
             log(f"checkpoint interval {self.interval.seconds:.0f} s (Young/Daly: job MTBF "
                 f"{self.interval.mtbf_s / 3600:.1f} h over {nodes} node(s), checkpoint "
                 f"{self.interval.measured[-1]:.2f} s to serialize; re-measured at each write)")
-        self.termination = Termination(
-            (lambda: save(*self.position())) if save is not None else None, log)
+        self.termination = Termination(self._stopping, log)
         self.termination.install()
         self.monitor = watchdog.start(rank, size, local_rank, main_address, port, env)
+
+    def _stopping(self) -> Path | None:
+        """SIGTERM (a stop, or the agent restarting the ranks): note it; rank 0 saves the
+        last completed step."""
+        self.recovery.interrupted()
+        return self.save(*self.position()) if self.save is not None else None
+
+    @contextlib.contextmanager
+    def noting_a_loss(self) -> Iterator[None]:
+        """Around the steps: a collective that fails (a peer is gone) is noted, then raised."""
+        try:
+            yield
+        except RuntimeError:
+            self.recovery.interrupted()
+            raise
+
+    def epoch_position(self) -> float:
+        return self.epoch + self.step / self.steps_per_epoch
 
     @property
     def guard(self) -> threading.Lock:
@@ -85,6 +109,11 @@ class Resilience:
 
     def after_step(self) -> bool:
         """After a completed step: True to stop (SIGTERM); a checkpoint when one is due."""
+        if recovered := self.recovery.stepped(self.epoch_position()):
+            self.log(f"recovered in the job: {recovered['nodes_before']} → "
+                     f"{recovered['nodes_after']} node(s), {recovered['recovery_s']:.1f} s from "
+                     f"the last step before the loss, {recovered['steps_lost']} step(s) trained "
+                     "again")
         if self.termination.requested.is_set():
             return True
         if (self.interval is not None and self.save is not None

@@ -25,7 +25,8 @@ SAVE_WAIT_S = 15.0  # within the node's 20 s grace before SIGKILL
 
 
 class Termination:
-    def __init__(self, save: Callable[[], Path] | None, log: Callable[[str], None]) -> None:
+    def __init__(self, save: Callable[[], Path | None] | None,
+                 log: Callable[[str], None]) -> None:
         self.save, self.log = save, log
         self.requested = threading.Event()
         self.saved = threading.Event()
@@ -56,7 +57,8 @@ class Termination:
         started = time.perf_counter()
         with self.guard:
             self.path = self.save()
-        self.log(f"SIGTERM: wrote {self.path} in {time.perf_counter() - started:.2f} s")
+        if self.path is not None:
+            self.log(f"SIGTERM: wrote {self.path} in {time.perf_counter() - started:.2f} s")
         self.saved.set()
 
     def finish(self) -> int:

@@ -219,7 +219,8 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         save=(lambda e, s: save_checkpoint(cfg, e, model, optimizer, export, s,
                                            steps_per_epoch)) if world.is_main else None,
         estimate_s=checkpoint.serialize_seconds(model, optimizer) if world.is_main else 0.0,
-        log=lambda line: log(world, line, every_rank=True))
+        log=lambda line: log(world, line, every_rank=True), output_dir=cfg.output_dir,
+        nodes_now=world.size // watch.node_of(world, os.environ)[1])
 
     def step_once(lr: float) -> torch.Tensor:
         for group in optimizer.param_groups:
@@ -246,8 +247,9 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         network.train()
         epoch_start = time.perf_counter()
         begin = first_step if epoch == start else 0
-        rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule,
-                             resilience, begin, recorder, emf)
+        with resilience.noting_a_loss():
+            rates += train_epoch(cfg, world, epoch, steps_per_epoch, step_once, schedule,
+                                 resilience, begin, recorder, emf)
         if resilience.termination.requested.is_set():
             log(world, "stopping on SIGTERM after the current step", every_rank=True)
             recorder.close()
@@ -271,7 +273,8 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
             global_batch=global_batch,
             images_per_second=statistics.median(rates) if rates else 0.0,
             epoch_seconds=epoch_seconds, allreduce_ok=allreduce_ok, synthetic=cfg.synthetic,
-            resumed_from=str(resumed.path) if resumed else None, top1_accuracy=top1))
+            resumed_from=str(resumed.path) if resumed else None, top1_accuracy=top1,
+            recoveries=resilience.recovery.recoveries()))
         log(world, f"wrote {path}")
     return 0 if allreduce_ok else 1
 

@@ -36,6 +36,18 @@ def worker_lost_run_for(training_seconds: float, num_nodes: int) -> float:
     return LOST_AFTER_SECONDS + RECOVERY_SECONDS + left * num_nodes / (num_nodes - 1)
 
 
+def recovery(num_nodes: int, gpus: int, per_rank_batch: int, images_per_s_per_gpu: float
+             ) -> dict[str, Any]:
+    """What the trainer reports in metrics.json of the recovery (``traingrid_node.metrics``'s
+    Recovery): one node fewer, ``RECOVERY_SECONDS``, ``LOST_WORK_SECONDS`` trained again."""
+    per_node = gpus // max(num_nodes, 1)
+    step_s = per_rank_batch / images_per_s_per_gpu
+    return {"nodes_before": num_nodes, "nodes_after": num_nodes - 1,
+            "world_size_before": gpus, "world_size_after": gpus - per_node,
+            "recovery_s": float(RECOVERY_SECONDS), "lost_work_s": float(LOST_WORK_SECONDS),
+            "steps_lost": int(LOST_WORK_SECONDS / step_s)}
+
+
 def node_description(parent: dict[str, Any], index: int, lost: dict[str, Any] | None = None
                      ) -> dict[str, Any]:
     """A node of a multi-node job, as Batch describes ``<jobId>#<index>``: workers end with the

@@ -29,7 +29,7 @@ from traingrid.vocabulary.catalog import (
     NETWORK_GBPS,
     loader_shared_memory_mib,
 )
-from traingrid_local.emulator import fault_injection, fsx, training_curves
+from traingrid_local.emulator import batch_nodes, fault_injection, fsx, training_curves
 from traingrid_node.metrics import (
     CHECKPOINT_DIR,
     CHECKPOINT_NAME,
@@ -188,6 +188,10 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
         files |= training_curves.node_files(
             env, trained.num_nodes, trained.started_at, trained.training_seconds, ran_seconds,
             fault_injection.CURRENT.on("straggler"))
+    recoveries = ([batch_nodes.recovery(trained.num_nodes, gpus, _number(env, "BATCH_SIZE", 256),
+                                        IMAGES_PER_SECOND_PER_GPU)]
+                  if trained is not None and trained.worker_lost
+                  and ran_seconds > batch_nodes.LOST_AFTER_SECONDS else [])
     seed = env.get("TRAINGRID_RUN", "run").encode()
     # A trainer that failed with an ``error`` died in its first step, before a checkpoint.
     trained = epochs if succeeded else min(
@@ -203,7 +207,8 @@ def outputs(env: dict[str, str], *, succeeded: bool, exit_code: int | None,
             steps=epochs * (IMAGENET_TRAIN_IMAGES // max(global_batch, 1)),
             global_batch=global_batch, images_per_second=gpus * IMAGES_PER_SECOND_PER_GPU,
             epoch_seconds=[ran_seconds / max(epochs, 1)] * epochs, allreduce_ok=True,
-            synthetic=False, top1_accuracy=0.759, resumed_from=resumed_from)
+            synthetic=False, top1_accuracy=0.759, resumed_from=resumed_from,
+            recoveries=recoveries)
         files[METRICS_FILE] = json.dumps(document, indent=1).encode()
     return files
 

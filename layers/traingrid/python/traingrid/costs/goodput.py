@@ -1,7 +1,8 @@
 """A run's goodput: productive node-hours / paid node-hours, and where the rest went.
 
-Paid node-hours are the receipt's compute node-hours: each attempt's nodes × (its wait in
-RUNNABLE/STARTING + its Batch running time). What was not productive, by cause:
+Paid node-hours are the receipt's compute node-hours: each attempt's nodes × its wait in
+RUNNABLE/STARTING, and its nodes' Batch running time (a worker node lost mid-job paid to its
+loss: ``costs.node_time``). What was not productive, by cause:
 
 - ``queue``: the wait from SubmitJob to the job's start (Batch ``createdAt`` → ``startedAt``):
   the compute environment launching the instances, booting them and pulling the image;
@@ -11,10 +12,12 @@ RUNNABLE/STARTING + its Batch running time). What was not productive, by cause:
   system's hydration before SubmitJob holds no nodes: its cost is on the file-system line);
 - ``preflight``: an attempt that the trainer's pre-flight check ended (exit 75) before training;
 - ``lost_work``: a failed attempt's running time (training on nodes that did not finish: the
-  steps its checkpoints saved are not reported to the run, so none are subtracted), and the
-  steps an in-job recovery redid, where reported;
-- ``recovery``: in-job recovery after a lost worker node (re-rendezvous to the next step),
-  where the job reports it;
+  steps its checkpoints saved are not reported to the run, so none are subtracted), and in a
+  job that recovered from a lost worker node, the steps since the checkpoint it went on from,
+  on every node it had then (the trainer reports them: ``training.recoveries``);
+- ``recovery``: in-job recovery after a lost worker node, on the nodes left (from the last
+  step before the loss to the first step after it: the collectives' timeout, the
+  re-rendezvous, the checkpoint's load), as the trainer reports it;
 - ``export``: the export to S3 runs after the job, on the file system alone: 0 node-hours (its
   time is on the file-system line).
 
@@ -31,7 +34,8 @@ PREFLIGHT_OUTCOME = "exit 75"  # training.attempts.EXIT_PREFLIGHT, as classify w
 
 
 class AttemptTime(Protocol):
-    """An attempt's nodes and times (``costs.receipt.AttemptUse``)."""
+    """An attempt's nodes and times (``costs.receipt.AttemptUse``); ``phases`` in
+    node-seconds."""
 
     @property
     def nodes(self) -> int: ...
@@ -43,6 +47,8 @@ class AttemptTime(Protocol):
     def outcome(self) -> str | None: ...
     @property
     def phases(self) -> dict[str, int]: ...
+    @property
+    def running_node_s(self) -> int: ...
 
 
 def _hours(node_seconds: float) -> float:
@@ -55,9 +61,9 @@ def goodput(attempts: Iterable[AttemptTime]) -> dict[str, Any]:
     lost = dict.fromkeys(CAUSES, 0.0)
     paid = 0.0
     for a in attempts:
-        paid += a.nodes * (a.waited_s + a.seconds)
+        paid += a.nodes * a.waited_s + a.running_node_s
         lost["queue"] += a.nodes * a.waited_s
-        ran = float(a.nodes * a.seconds)
+        ran = float(a.running_node_s)
         if a.outcome is not None and a.outcome.startswith(PREFLIGHT_OUTCOME):
             lost["preflight"] += ran
             continue
@@ -65,7 +71,7 @@ def goodput(attempts: Iterable[AttemptTime]) -> dict[str, Any]:
             lost["lost_work"] += ran
             continue
         for cause in ("boot", "hydration", "preflight", "lost_work", "recovery"):
-            share = min(float(a.nodes * a.phases.get(cause, 0)), ran)
+            share = min(float(a.phases.get(cause, 0)), ran)
             lost[cause] += share
             ran -= share
     unproductive = sum(lost.values())

@@ -1,7 +1,9 @@
 """What a TrainingRun cost: a receipt of what it used, priced with ``costs.prices``.
 
 - compute: each attempt's Batch job, from Batch's own timestamps (``startedAt`` to
-  ``stoppedAt``, or now while it runs) × nodes × the instance's price; a failed or shrunk
+  ``stoppedAt``, or now while it runs) × nodes × the instance's price, each node to its own
+  ``stoppedAt`` where Batch describes them (a worker node lost mid-job: ``costs.node_time``);
+  a failed or shrunk
   attempt's node-hours count as much as the last one's, and so does each attempt's wait in
   the queue (``createdAt`` to ``startedAt``: its instances launch, boot and pull the image then);
 - file system: its lifetime (created to deleted, or so far) × capacity at its deployment type's
@@ -23,7 +25,7 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from traingrid.costs import goodput, prices
+from traingrid.costs import goodput, node_time, prices
 from traingrid.vocabulary.statuses import ENDED_JOB_STATUSES, BatchJobStatus
 
 PARTS = ("compute", "file_system", "orchestration", "staging")
@@ -45,7 +47,15 @@ class AttemptUse:
     source: str = BATCH_TIMES + " (as the run measured it)"
     waited_s: int = 0  # RUNNABLE/STARTING: Batch createdAt → startedAt
     outcome: str | None = None  # why it failed (``training.attempts.classify``); None: it did not
-    phases: dict[str, int] = field(default_factory=dict)  # seconds the job reported by cause
+    phases: dict[str, int] = field(default_factory=dict)  # node-seconds the job reported
+    # Its nodes' running seconds added up (``costs.node_time``): a node lost mid-job is paid
+    # to its loss only. None: not described node by node, so ``nodes`` × ``seconds``.
+    node_seconds: int | None = None
+    nodes_lost: int = 0
+
+    @property
+    def running_node_s(self) -> int:
+        return self.nodes * self.seconds if self.node_seconds is None else self.node_seconds
 
 
 @dataclass(frozen=True)
@@ -162,14 +172,17 @@ def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
     lines: list[dict[str, Any]] = []
     price = prices.instance_hour(usage.instance_type) if usage.instance_type else None
     for a in usage.attempts:
+        lost = (f", {a.nodes_lost} node(s) lost mid-job: {a.running_node_s} node-seconds"
+                if a.nodes_lost else "")
         item = (f"attempt {a.attempt}: {a.nodes} × {usage.instance_type}, {a.seconds} s"
-                f"{' so far' if a.running else ''} (job {a.job_id or 'not submitted'})")
+                f"{' so far' if a.running else ''}{lost} (job {a.job_id or 'not submitted'})")
         if price is None:
             lines.append(_unpriced("compute", item, f"no price for {usage.instance_type!r} in "
                                                     f"prices version {prices.VERSION}"))
             continue
-        line = _line("compute", item, a.nodes * a.seconds / 3600, price)
-        lines.append(line | {"source": f"{a.source} × nodes; {price.source}"})
+        line = _line("compute", item, a.running_node_s / 3600, price)
+        each = " of each node" if a.node_seconds is not None else " × nodes"
+        lines.append(line | {"source": f"{a.source}{each}; {price.source}"})
         if a.waited_s:
             wait = _line("compute", f"attempt {a.attempt}: {a.nodes} × {usage.instance_type} "
                                     f"launching and booting, {a.waited_s} s in the queue",
@@ -223,9 +236,12 @@ def _phases(value: Any) -> dict[str, int]:
     return {k: _count(v) for k, v in _dict(value).items() if k in goodput.CAUSES}
 
 
-def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[AttemptUse]:
+def attempts_used(planned_job: dict[str, Any], job: dict[str, Any],
+                  reported: Any = None) -> list[AttemptUse]:
     """Each attempt's nodes and Batch running time: an ended attempt's ``ran_s`` (Batch's
-    timestamps, kept when NextAttempt closed it), the current one's from the job's state."""
+    timestamps, kept when NextAttempt closed it), the current one's from the job's state,
+    with ``reported``: the node-seconds by cause its trainer reported (the archive step's
+    ``phases``, ``training.recoveries``)."""
     used = []
     closed = {a.get("job_id") for a in planned_job.get("attempts") or [] if "ran_s" in a}
     for a in planned_job.get("attempts") or []:
@@ -244,15 +260,17 @@ def attempts_used(planned_job: dict[str, Any], job: dict[str, Any]) -> list[Atte
                                    _count(job.get("running_s")), job.get("id"), running,
                                    waited_s=_count(job.get("waiting_s")),
                                    outcome=str(job.get("status_reason") or "failed")
-                                   if failed else None, phases=_phases(job.get("phases"))))
+                                   if failed else None, phases=_phases(reported)))
     return used
 
 
-def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int) -> Usage:
+def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int,
+                     nodes: list[dict[str, Any]] | None = None) -> Usage:
     """Each attempt's time from its job's own DescribeJobs entry (``startedAt`` to
     ``stoppedAt``, or now while it runs): what the run measured stops when the run stops
     watching (a stopped run's job runs on until it is terminated). Jobs Batch no longer
-    reports keep what the run measured."""
+    reports keep what the run measured. ``nodes``: DescribeJobs of their nodes
+    (``node_time.node_ids``), each node paid to its own stop (``node_time.of_job``)."""
     jobs = {job.get("jobId"): job for job in described}
     attempts = []
     for a in usage.attempts:
@@ -265,8 +283,11 @@ def with_batch_times(usage: Usage, described: list[dict[str, Any]], now_ms: int)
         created = job.get("createdAt")
         waited = (max(0, ((started or stopped or now_ms) - created) // 1000) if created
                   else a.waited_s)
+        each = node_time.of_job(job, nodes or [], now_ms)
         attempts.append(replace(a, seconds=seconds, running=bool(started and not stopped),
-                                source=BATCH_TIMES, waited_s=waited))
+                                source=BATCH_TIMES, waited_s=waited,
+                                node_seconds=each.node_seconds if each else None,
+                                nodes_lost=each.nodes_lost if each else 0))
     return replace(usage, attempts=attempts)
 
 
@@ -291,7 +312,9 @@ def from_state(state: Mapping[str, Any], file_system_s: float,
     fs = (_file_system(plan, state, file_system_s, file_system_source)
           if _dict(state.get("file_system")).get("id") else None)
     return Usage(instance_type=planned_job.get("instance_type"),
-                 attempts=attempts_used(planned_job, _dict(state.get("job"))), file_system=fs)
+                 attempts=attempts_used(planned_job, _dict(state.get("job")),
+                                        _dict(state.get("archive")).get("phases")),
+                 file_system=fs)
 
 
 def _json(text: Any) -> Any:
@@ -357,7 +380,10 @@ def training_run_cost(events: list[dict[str, Any]], ended_at: datetime, running:
     usage = from_history(events, ended_at, running, seconds)
     job_ids = [a.job_id for a in usage.attempts if a.job_id]
     if describe_jobs is not None and job_ids:
-        usage = with_batch_times(usage, describe_jobs(job_ids), now_ms)
+        described = describe_jobs(job_ids)
+        ids = node_time.node_ids(described)
+        nodes = describe_jobs(ids) if ids else []
+        usage = with_batch_times(usage, described, now_ms, nodes)
     if usage.transitions is not None:
         usage.transitions += later_transitions
     return receipt(usage, estimate)

@@ -13,7 +13,7 @@ from typing import Any
 from traingrid import clock
 from traingrid.aws import s3
 from traingrid.errors import ArchiveIncomplete
-from traingrid.training import archive
+from traingrid.training import archive, recoveries
 from traingrid.training.plan import MANIFEST_NAME
 from traingrid.vocabulary.training_run import ArchiveState, WriteManifestEvent
 
@@ -52,6 +52,7 @@ def write_manifest(event: WriteManifestEvent) -> ArchiveState:
         )
     total = sum(o["size"] for o in objects)
     archived_by = "export task" if export else "training job"
+    reported = reported_phases(bucket, outputs, objects)
     uri = s3.write_json(bucket, manifest_key, {
         "run": plan["run"],
         "dataset": plan["dataset"]["uri"],
@@ -64,8 +65,25 @@ def write_manifest(event: WriteManifestEvent) -> ArchiveState:
         "total_bytes": total,
         "objects": objects,
     })
-    return {"complete": True, "archived_by": archived_by, "manifest": uri,
-            "objects": len(objects), "bytes": total}
+    state: ArchiveState = {"complete": True, "archived_by": archived_by, "manifest": uri,
+                           "objects": len(objects), "bytes": total}
+    if reported:
+        state["phases"] = reported
+    return state
+
+
+def reported_phases(bucket: str, prefix: str, objects: list[dict[str, Any]]
+                    ) -> dict[str, int] | None:
+    """The node-seconds by cause the job's metrics.json reports (``training.recoveries``),
+    or None when it has none or is not one."""
+    key = prefix + recoveries.METRICS_FILE
+    if not any(o["key"] == key for o in objects):
+        return None
+    try:
+        document = s3.get_json(bucket, key, max_bytes=recoveries.METRICS_MAX_BYTES).document
+    except ValueError:
+        return None
+    return recoveries.phases(document)
 
 
 def output_index(bucket: str, prefix: str, objects: list[dict[str, Any]]

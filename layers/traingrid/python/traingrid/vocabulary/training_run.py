@@ -276,6 +276,8 @@ class ArchiveState(TypedDict):
     manifest: NotRequired[str]  # s3:// URI of runs/<run>/manifest.json
     objects: NotRequired[int]
     bytes: NotRequired[int]
+    # Node-seconds by cause the job's trainer reported (``training.recoveries``): its goodput.
+    phases: NotRequired[dict[str, int]]
 
 
 class RetainFileSystemEvent(TypedDict):

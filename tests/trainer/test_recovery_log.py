@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from traingrid_node.metrics import metrics_document, problems
-from traingrid_trainer.recovery import RecoveryLog
+from traingrid_trainer.recovery import NOTE_EVERY_S, RecoveryLog
 
-JOB = {"AWS_BATCH_JOB_ID": "job-1"}
+JOB = {"AWS_BATCH_JOB_ID": "job-1#0"}  # a node's id: the job's, then its node
 
 
 def log_of(output: Path, *, rank: int = 0, restarted: bool = False, nodes: int = 3,
@@ -26,7 +26,7 @@ def test_a_loss_noted_before_the_restart_is_closed_by_the_first_step_after_it(tm
     before = log_of(tmp_path, rank=8)  # node 1's first rank: rank 0's node may be the lost one
     for step in range(1, 41):
         before.stepped(step / 100)
-    before.interrupted()
+    before.note()
     # Restarted on 2 nodes (16 ranks), from the checkpoint at 30% of the epoch, which the
     # smaller world divides into 150 steps.
     after = log_of(tmp_path, restarted=True, nodes=2, world=16, steps_per_epoch=150,
@@ -40,7 +40,9 @@ def test_a_loss_noted_before_the_restart_is_closed_by_the_first_step_after_it(tm
     assert recovery["lost_work_s"] >= 0
     assert after.stepped(0.30 + 2 / 150) is None  # closed once
     assert after.recoveries() == [recovery]
-    assert list((tmp_path / "recovery").glob("interrupted-*")) == []
+    # The old world's notes are gone; the new world keeps its own.
+    (note,) = (tmp_path / "recovery").glob("interrupted-*")
+    assert note.name == "interrupted-rank-0.json" and json.loads(note.read_text())["nodes"] == 2
     document = metrics_document(
         world_size=16, device="cpu", epochs=1, steps=5, global_batch=32,
         images_per_second=1.0, epoch_seconds=[1.0], allreduce_ok=True, synthetic=True,
@@ -49,28 +51,53 @@ def test_a_loss_noted_before_the_restart_is_closed_by_the_first_step_after_it(tm
 
 
 def test_the_lost_work_is_the_lost_steps_at_the_median_step_time(tmp_path, monkeypatch):
-    clock = iter(float(t) for t in range(0, 1000, 2))  # a step every 2 s
-    monkeypatch.setattr(time, "time", lambda: next(clock))
-    before = log_of(tmp_path)
+    now = [0.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    before = log_of(tmp_path, env={"AWS_BATCH_JOB_ID": "job-1#2"})  # node 2's first rank
     for step in range(1, 21):
+        now[0] = 2.0 * step  # a step every 2 s
         before.stepped(step / 100)
-    before.interrupted()  # noted at step 20, completed at t = 38
-    after = log_of(tmp_path, restarted=True, resumed=0.15)
-    recovery = after.stepped(0.16)  # at t = 40
+    before.note()  # noted at step 20, completed at t = 40
+    now[0] = 100.0
+    after = log_of(tmp_path, restarted=True, resumed=0.15)  # node 0's, the same job
+    recovery = after.stepped(0.16)
     assert recovery is not None
     assert recovery["steps_lost"] == 5
     assert recovery["lost_work_s"] == 10.0
-    assert recovery["recovery_s"] == 2.0
+    assert recovery["recovery_s"] == 60.0
+
+
+def test_a_note_is_kept_while_training_for_a_rank_that_dies_without_a_word(
+        tmp_path, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    before = log_of(tmp_path)
+    for step in range(1, 31):
+        now[0] = float(step)
+        before.stepped(step / 100)
+    # Torn down at t = 30 with no last note: the one of at most NOTE_EVERY_S ago stands.
+    now[0] = 90.0
+    recovery = log_of(tmp_path, restarted=True, resumed=0.0).stepped(0.01)
+    assert recovery is not None
+    assert 20 <= recovery["steps_lost"] <= 30
+    assert 60.0 <= recovery["recovery_s"] <= 60.0 + NOTE_EVERY_S
+
+
+def test_a_torn_line_of_the_recoveries_is_left_out(tmp_path):
+    log = log_of(tmp_path)
+    (tmp_path / "recovery").mkdir()
+    (tmp_path / "recovery" / "recoveries.jsonl").write_text('{"job": "job-1", "nodes_bef\n')
+    assert log.recoveries() == []
 
 
 def test_another_jobs_note_and_a_first_start_are_not_recoveries(tmp_path):
     other = log_of(tmp_path, env={"AWS_BATCH_JOB_ID": "job-0"})
     other.stepped(0.1)
-    other.interrupted()
+    other.note()
     assert log_of(tmp_path, restarted=True).stepped(0.2) is None  # job-1 restarted: not its note
     mine = log_of(tmp_path)
     mine.stepped(0.1)
-    mine.interrupted()
+    mine.note()
     assert log_of(tmp_path, restarted=False).stepped(0.2) is None  # a new start, not a restart
     assert log_of(tmp_path).recoveries() == []
 
@@ -79,7 +106,7 @@ def test_ranks_without_an_output_dir_record_nothing(tmp_path):
     quiet = RecoveryLog(None, JOB, rank=1, closes=False, nodes=3, world_size=3,
                         steps_per_epoch=10, resumed_position=0.0, restarted=True)
     quiet.stepped(0.1)
-    quiet.interrupted()
+    quiet.note()
     assert quiet.recoveries() == []
     assert not (tmp_path / "recovery").exists()
 

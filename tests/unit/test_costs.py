@@ -280,7 +280,10 @@ def test_a_worker_node_lost_mid_job_is_paid_to_its_loss_and_its_recovery_is_not_
     job = {"jobId": "job-2", "createdAt": 4_400_000, "startedAt": 5_000_000,
            "stoppedAt": 26_600_000, "nodeProperties": {"numNodes": 20, "mainNode": 0}}
     lost_at = 5_000_000 + 1_200_000
-    nodes = [{"jobId": f"job-2#{i}", "status": "SUCCEEDED", "startedAt": 5_000_000,
+    # The workers start once the main node runs: each is paid from the job's start all the
+    # same (its instance was launched with the main node's).
+    nodes = [{"jobId": f"job-2#{i}", "status": "SUCCEEDED",
+              "startedAt": 5_000_000 + (180_000 if i else 0),
               "stoppedAt": 26_600_000 + 2_000} for i in range(19)]
     nodes.append({"jobId": "job-2#19", "status": "FAILED", "startedAt": 5_000_000,
                   "stoppedAt": lost_at, "statusReason": "Host EC2 (instance i-1) terminated."})
@@ -311,10 +314,17 @@ def test_node_times_need_every_node_and_a_failed_job_loses_none():
     failed = [{"jobId": f"j#{i}", "status": "FAILED", "startedAt": 0, "stoppedAt": 600_000}
               for i in range(3)]
     assert node_time.of_job(job, failed, 0) == node_time.NodeTime(1800, 0)
+    # A worker that failed early on a healthy host: its instance is up to the job's end.
+    crashed = [{"jobId": "j#0", "status": "SUCCEEDED"}, {"jobId": "j#1", "status": "SUCCEEDED"},
+               {"jobId": "j#2", "status": "FAILED", "stoppedAt": 60_000,
+                "statusReason": "Essential container in task exited"}]
+    assert node_time.of_job(job, crashed, 0) == node_time.NodeTime(1800, 0)
+    lost = crashed[:2] + [crashed[2] | {"statusReason": "Host EC2 (instance i-1) terminated."}]
+    assert node_time.of_job(job, lost, 0) == node_time.NodeTime(1260, 1)
     # Still running: each node so far; a single-node job has no node ids.
     running = {"jobId": "r", "startedAt": 0, "nodeProperties": {"numNodes": 2}}
     nodes = [{"jobId": "r#0", "startedAt": 0}, {"jobId": "r#1", "startedAt": 10_000}]
-    assert node_time.of_job(running, nodes, 70_000) == node_time.NodeTime(130, 0)
+    assert node_time.of_job(running, nodes, 70_000) == node_time.NodeTime(140, 0)
     assert node_time.node_ids([{"jobId": "s", "nodeProperties": {"numNodes": 1}}]) == []
 
 

@@ -100,13 +100,16 @@ def _count(value: Any) -> bool:
 RECOVERY_FIELDS = Recovery.__annotations__
 
 
+def valid_recovery(entry: Any) -> bool:
+    return (isinstance(entry, dict) and set(entry) == set(RECOVERY_FIELDS)
+            and all(_count(entry[n]) for n in ("nodes_before", "nodes_after",
+                                               "world_size_before", "world_size_after",
+                                               "steps_lost"))
+            and _non_negative(entry["recovery_s"]) and _non_negative(entry["lost_work_s"]))
+
+
 def _recoveries(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(r, dict) and set(r) == set(RECOVERY_FIELDS)
-        and all(_count(r[n]) for n in ("nodes_before", "nodes_after", "world_size_before",
-                                       "world_size_after", "steps_lost"))
-        and _non_negative(r["recovery_s"]) and _non_negative(r["lost_work_s"])
-        for r in value)
+    return isinstance(value, list) and all(valid_recovery(r) for r in value)
 
 
 # Each field's test and what it must be.

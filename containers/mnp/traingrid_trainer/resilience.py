@@ -47,7 +47,7 @@ class Resilience:
         self.recovery = RecoveryLog(
             output_dir if local_rank == 0 else None, env, rank=rank, closes=save is not None,
             nodes=nodes_now, world_size=size, steps_per_epoch=steps_per_epoch,
-            resumed_position=self.epoch_position(), restarted=restarted(env))
+            resumed_position=self.epoch_position(), restarted=restarted(env), log=log)
         nodes = int(env.get("TRAINGRID_NUM_NODES") or env.get("AWS_BATCH_JOB_NUM_NODES") or 1)
         self.interval = (checkpoint.Interval(job_mtbf_s(env, nodes), estimate_s)
                          if save is not None else None)
@@ -55,15 +55,11 @@ class Resilience:
             log(f"checkpoint interval {self.interval.seconds:.0f} s (Young/Daly: job MTBF "
                 f"{self.interval.mtbf_s / 3600:.1f} h over {nodes} node(s), checkpoint "
                 f"{self.interval.measured[-1]:.2f} s to serialize; re-measured at each write)")
-        self.termination = Termination(self._stopping, log)
+        self.termination = Termination(
+            (lambda: save(*self.position())) if save is not None else None, log,
+            on_stop=self.recovery.note)
         self.termination.install()
         self.monitor = watchdog.start(rank, size, local_rank, main_address, port, env)
-
-    def _stopping(self) -> Path | None:
-        """SIGTERM (a stop, or the agent restarting the ranks): note it; rank 0 saves the
-        last completed step."""
-        self.recovery.interrupted()
-        return self.save(*self.position()) if self.save is not None else None
 
     @contextlib.contextmanager
     def noting_a_loss(self) -> Iterator[None]:
@@ -71,7 +67,7 @@ class Resilience:
         try:
             yield
         except RuntimeError:
-            self.recovery.interrupted()
+            self.recovery.note()
             raise
 
     def epoch_position(self) -> float:

@@ -25,9 +25,9 @@ SAVE_WAIT_S = 15.0  # within the node's 20 s grace before SIGKILL
 
 
 class Termination:
-    def __init__(self, save: Callable[[], Path | None] | None,
-                 log: Callable[[str], None]) -> None:
-        self.save, self.log = save, log
+    def __init__(self, save: Callable[[], Path] | None, log: Callable[[str], None],
+                 on_stop: Callable[[], None] | None = None) -> None:
+        self.save, self.log, self.on_stop = save, log, on_stop
         self.requested = threading.Event()
         self.saved = threading.Event()
         self.guard = threading.Lock()  # held while the optimizer updates the weights
@@ -51,14 +51,15 @@ class Termination:
             if not received or received[0] == signal.SIGTERM:
                 break
         self.requested.set()
+        if self.on_stop is not None:  # before the guard, which a stuck step may hold
+            self.on_stop()
         if self.save is None:
             self.saved.set()
             return
         started = time.perf_counter()
         with self.guard:
             self.path = self.save()
-        if self.path is not None:
-            self.log(f"SIGTERM: wrote {self.path} in {time.perf_counter() - started:.2f} s")
+        self.log(f"SIGTERM: wrote {self.path} in {time.perf_counter() - started:.2f} s")
         self.saved.set()
 
     def finish(self) -> int:

@@ -17,6 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 LOST_AFTER_SECONDS = 20 * 60  # into training, as the main node's loss
+# "The child nodes are launched after the main node is RUNNING" (AWS Batch User Guide): their
+# own startedAt comes later than the job's.
+WORKER_START_SECONDS = 30
 # The namespace rig measured 46.5 s from a node's loss to the next completed step (collective
 # timeout, re-rendezvous and checkpoint load); the goal is 60 s.
 RECOVERY_SECONDS = 60
@@ -57,6 +60,9 @@ def node_description(parent: dict[str, Any], index: int, lost: dict[str, Any] | 
                jobArn=f"{parent['jobArn']}#{index}",
                nodeDetails={"nodeIndex": index, "isMainNode": index == main})
     out.pop("nodeProperties", None)
+    if index != main and isinstance(parent.get("startedAt"), int):
+        # The workers start once the main node runs (their instances launched with its).
+        out["startedAt"] = parent["startedAt"] + WORKER_START_SECONDS * 1000
     return out | (lost or {})
 
 

@@ -1,11 +1,15 @@
 """Each node's running time in a multi-node job, as Batch describes its nodes.
 
 A multi-node parallel job's nodes are jobs of their own, ``<jobId>#<nodeIndex>``, each with its
-``startedAt`` and ``stoppedAt`` (AWS Batch User Guide, multi-node parallel jobs; ListJobs'
-``multiNodeJobId`` lists them). A worker node whose host was lost is FAILED from its loss while
-the job runs on ("Child node failure doesn't cause more attempts"): its instance is paid to
-then, not to the job's end. (``aws.batch.describe_jobs`` asks 100 ids a call, botocore's
-DescribeJobsRequest.jobs: "A list of up to 100 job IDs".)
+``status``, ``startedAt`` and ``stoppedAt`` (AWS Batch User Guide, multi-node parallel jobs;
+ListJobs' ``multiNodeJobId`` lists them). Every node is paid from the job's ``startedAt``: the
+workers' instances were launched with the main node's, and wait for it to run before they
+start (their own ``startedAt`` is later, their instance billed all the same). A worker whose
+host was lost (FAILED, ``Host EC2 (instance …) terminated.``) while the job runs on ("Child node
+failure doesn't cause more attempts") is paid to its ``stoppedAt``: EC2 bills no terminated
+instance. A worker that failed on a healthy host is paid to the job's end: its instance stays
+up until the compute environment scales in. (``aws.batch.describe_jobs`` asks 100 ids a
+call, botocore's DescribeJobsRequest.jobs: "A list of up to 100 job IDs".)
 
 Pure: tested without AWS.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-LOST_BEFORE_END_MS = 60_000  # a FAILED node that stopped this long before its job: lost
+HOST_LOST = "Host EC2"  # Batch's statusReason of a node whose instance went away
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,15 @@ def node_ids(described: list[dict[str, Any]]) -> list[str]:
     return ids
 
 
+def host_lost(node: dict[str, Any]) -> bool:
+    return node.get("status") == "FAILED" and str(node.get("statusReason") or "").startswith(
+        HOST_LOST)
+
+
 def of_job(job: dict[str, Any], nodes: list[dict[str, Any]], now_ms: int) -> NodeTime | None:
     """The running time of ``job``'s nodes (``nodes``: DescribeJobs of its node ids), each
-    from its own ``startedAt`` (else the job's) to its own ``stoppedAt`` (else the job's, or
-    ``now_ms`` while it runs). None unless every node is described."""
+    from the job's ``startedAt`` to the job's ``stoppedAt`` (``now_ms`` while it runs), a node
+    whose host was lost to its own ``stoppedAt``. None unless every node is described."""
     count = (job.get("nodeProperties") or {}).get("numNodes")
     mine = {str(n.get("jobId")).rpartition("#")[2]: n for n in nodes
             if str(n.get("jobId")).startswith(f"{job.get('jobId')}#")}
@@ -48,11 +57,9 @@ def of_job(job: dict[str, Any], nodes: list[dict[str, Any]], now_ms: int) -> Nod
     job_end = _or(job.get("stoppedAt"), now_ms)
     total, lost = 0, 0
     for node in mine.values():
-        started = _or(node.get("startedAt"), job["startedAt"])
-        stopped = min(_or(node.get("stoppedAt"), job_end), job_end)
-        total += max(0, (stopped - started) // 1000)
-        # Workers stop within moments of the main node; a lost one, long before.
-        lost += node.get("status") == "FAILED" and stopped < job_end - LOST_BEFORE_END_MS
+        stopped = min(_or(node.get("stoppedAt"), job_end), job_end) if host_lost(node) else job_end
+        total += max(0, (stopped - job["startedAt"]) // 1000)
+        lost += stopped < job_end
     return NodeTime(total, lost)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.aws import s3
-from traingrid.errors import ArchiveIncomplete
+from traingrid.errors import ArchiveIncomplete, TrainGridError
+from traingrid.observability import logger
 from traingrid.training import archive, recoveries
 from traingrid.training.plan import MANIFEST_NAME
 from traingrid.vocabulary.training_run import ArchiveState, WriteManifestEvent
@@ -75,13 +76,15 @@ def write_manifest(event: WriteManifestEvent) -> ArchiveState:
 def reported_phases(bucket: str, prefix: str, objects: list[dict[str, Any]]
                     ) -> dict[str, int] | None:
     """The node-seconds by cause the job's metrics.json reports (``training.recoveries``),
-    or None when it has none or is not one."""
+    or None when it has none, is not one, or cannot be read: the goodput's figures never
+    stop the archive."""
     key = prefix + recoveries.METRICS_FILE
     if not any(o["key"] == key for o in objects):
         return None
     try:
         document = s3.get_json(bucket, key, max_bytes=recoveries.METRICS_MAX_BYTES).document
-    except ValueError:
+    except (ValueError, TrainGridError) as error:
+        logger.warning("the job's recoveries were not read", extra={"error": str(error)})
         return None
     return recoveries.phases(document)
 

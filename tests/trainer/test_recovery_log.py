@@ -95,11 +95,22 @@ def test_another_jobs_note_and_a_first_start_are_not_recoveries(tmp_path):
     other.stepped(0.1)
     other.note()
     assert log_of(tmp_path, restarted=True).stepped(0.2) is None  # job-1 restarted: not its note
-    mine = log_of(tmp_path)
-    mine.stepped(0.1)
-    mine.note()
-    assert log_of(tmp_path, restarted=False).stepped(0.2) is None  # a new start, not a restart
+    # Without a job's id, only a restart torchrun counted reads a note.
+    anonymous = log_of(tmp_path, env={})
+    anonymous.stepped(0.1)
+    anonymous.note()
+    assert log_of(tmp_path, env={}, restarted=False).stepped(0.2) is None
     assert log_of(tmp_path).recoveries() == []
+
+
+def test_a_restart_torchrun_did_not_count_is_one_all_the_same(tmp_path):
+    # After a node leaves, the agents meet again without counting a restart
+    # (TORCHELASTIC_RESTART_COUNT stays 0): a note of this same Batch job says it was one.
+    before = log_of(tmp_path)
+    before.stepped(0.1)
+    before.note()
+    recovery = log_of(tmp_path, restarted=False, nodes=2).stepped(0.11)
+    assert recovery is not None and recovery["nodes_after"] == 2
 
 
 def test_ranks_without_an_output_dir_record_nothing(tmp_path):
@@ -119,3 +130,15 @@ def test_metrics_refuse_a_recovery_without_its_figures():
     broken = dict(document, recoveries=[{"nodes_before": 3, "recovery_s": -1}])
     assert [p for p in problems(broken) if p.startswith("recoveries must be")]
     json.dumps(document)
+
+
+def test_a_note_of_this_job_says_the_ranks_were_restarted_so_preflight_is_not_run_again(
+        tmp_path):
+    from traingrid_trainer.resilience import restarted
+
+    assert not restarted(JOB, tmp_path)
+    log = log_of(tmp_path)
+    log.stepped(0.1)  # notes where the job is
+    assert restarted(JOB, tmp_path)
+    assert not restarted({"AWS_BATCH_JOB_ID": "job-2#0"}, tmp_path)  # another attempt
+    assert restarted({"TORCHELASTIC_RESTART_COUNT": "1"})

@@ -51,6 +51,19 @@ def job_of(env: Mapping[str, str]) -> str:
     return job.partition("#")[0]
 
 
+def noted(output_dir: Path, env: Mapping[str, str]) -> bool:
+    """A note of this Batch job is among the outputs: its ranks were started before, so this
+    is an in-job restart (every rank reads the same shared file system alike)."""
+    job = job_of(env)
+    for path in output_dir.glob(NOTES) if job else []:
+        try:
+            if json.loads(path.read_text()).get("job") == job:
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
 class RecoveryLog:
     """Each node's first rank notes (``output_dir`` None on the others: they record nothing);
     rank 0 (``closes``) closes the notes into recoveries."""
@@ -66,7 +79,9 @@ class RecoveryLog:
         self.last: tuple[float, float] | None = None  # (epoch position, time) of the last step
         self.noted_at = 0.0
         self.log = log
-        self.pending = self._newest_note() if restarted and closes else None
+        # A note of this very Batch job means its ranks were restarted: torchrun counts a
+        # restart after a failure in TORCHELASTIC_RESTART_COUNT, not one after a node left.
+        self.pending = self._newest_note() if closes and (restarted or self.job) else None
 
     def _newest_note(self) -> Note | None:
         """The newest note of this job (the others' are the same loss, seen a moment apart)."""

@@ -13,16 +13,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from traingrid_trainer import checkpoint, watchdog
+from traingrid_trainer import checkpoint, recovery, watchdog
 from traingrid_trainer.recovery import RecoveryLog
 from traingrid_trainer.termination import Termination
 
 HANG_AFTER_STEPS = 2  # --hang_rank: steps the rank trains before it stops
 
 
-def restarted(env: Mapping[str, str]) -> bool:
-    """Elastic torchrun restarted the workers (a node was lost): the hosts passed pre-flight."""
-    return env.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0")
+def restarted(env: Mapping[str, str], output_dir: Path | None = None) -> bool:
+    """Elastic torchrun restarted the workers (a node was lost): the hosts passed pre-flight.
+    torchrun counts a restart after a failure; one after a node left its rendezvous shows as
+    this job's note among the outputs (``recovery.noted``)."""
+    counted = env.get("TORCHELASTIC_RESTART_COUNT", "0") not in ("", "0")
+    return counted or (output_dir is not None and recovery.noted(output_dir, env))
 
 
 def job_mtbf_s(env: Mapping[str, str], nodes: int) -> float:

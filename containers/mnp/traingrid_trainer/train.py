@@ -187,7 +187,8 @@ def train(cfg: TrainConfig, world: World, device: torch.device) -> int:
         log(world, f"failing as asked (--fail_rank {world.rank})", every_rank=True)
         return EXIT_FAILED_RANK
     # After an elastic restart the hosts have passed the check already.
-    if cfg.preflight and not restarted(os.environ) and not preflight_passes(cfg, world, device):
+    if (cfg.preflight and not restarted(os.environ, cfg.output_dir)
+            and not preflight_passes(cfg, world, device)):
         return preflight.EXIT_PREFLIGHT
     torch.manual_seed(0)  # the same initial weights on every rank
     model = resnet50().to(device)

@@ -8,7 +8,9 @@ connection is closed: the others learn it from the collective timeout). The node
 end the job SUCCEEDED (the main node exits 0) on a smaller world. The JSON line adds
 ``recovered``, ``nodes_after``, ``world_size_after``, ``recovery_s`` (from the loss to the
 first step the smaller world completed, as the rig saw the logs) and ``steps_lost`` (steps
-completed before the loss that the restart trained again).
+completed before the loss that the restart trained again), and ``reported``: the recovery as the
+trainer itself recorded it in metrics.json (``traingrid_trainer.recovery``), which the run's
+goodput counts; the smoke fails without it.
 
 ``HANG_RANK=K``: rank K stops stepping (``--hang_rank``); the main node's watchdog must end the
 job within its window with exit 71, naming the rank; the smoke then exits 71 and says so.
@@ -216,6 +218,8 @@ def recovery(seen: Watched, metrics: dict[str, Any], nodes: int,
     timed_out = [t for t in seen.timed_out if t > lost_at]
     if not after or not resumed:
         raise RigError("lose-node: no step of a smaller world was seen")
+    if not metrics.get("recoveries"):  # the run's goodput counts what the trainer reports
+        raise RigError("lose-node: the trainer reported no recovery in metrics.json")
     return {
         "recovered": metrics["world_size"] < nodes and metrics["epochs"] == 1,
         "nodes_after": metrics["world_size"],  # one slot a node on the rig

@@ -45,6 +45,7 @@ from traingrid_local import (
     bench_scale_fanout,
     bench_scale_plan,
 )
+from traingrid_local.emulator.account import ACCOUNT
 from traingrid_local.emulator.deploy import stand_in_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,7 @@ RESULTS = ROOT / "bench" / "results.json"
 POSTGRES_URL = os.environ.get("TRAINGRID_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 RUNS = 5
+FSX_QUOTA_GIB = 5_000_000
 DATASETS = 10_000
 IMPORT_HANDLER = (
     "import importlib.util, sys, time; t = time.perf_counter(); "
@@ -195,6 +197,9 @@ def training_runs(seconds: float, parameters: dict[str, str], faults: frozenset[
 
     with Emulator(speed=speed, fault_names=faults,
                   training_seconds={"batch": seconds}) as emulator:
+        # LAG_RUNS file systems at once: more than FSx's default storage quota holds, which
+        # would refuse all but the first (an account whose increase was granted).
+        ACCOUNT.raise_fsx_storage(FSX_QUOTA_GIB)
         deployment = deploy_traingrid(emulator, parameters=parameters)
         try:
             upload_sample_dataset(emulator)
@@ -351,6 +356,10 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             value = value.get(key) if isinstance(value, dict) else None
         if value is not None:
             met[name] = {"value": value, "at_most": bound, "unit": unit, "met": value <= bound}
+    lag = met.get("lost-event cleanup lag, median")
+    cleaned = ((results.get("cleanup_lag_s") or {}).get("lost_events") or {}).get("runs")
+    if lag is not None and cleaned != LAG_RUNS:  # a median of the runs that got that far
+        lag.update(met=False, why=f"{cleaned} of {LAG_RUNS} runs cleaned up")
     met.update(bench_scale_concurrent.goals(results))
     met.update(bench_scale_plan.goals(results))
     met.update(bench_goodput.goals(results))

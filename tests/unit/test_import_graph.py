@@ -122,6 +122,50 @@ def test_the_shared_vocabulary_imports_nothing_of_the_features() -> None:
     assert vocabulary and all(t <= set(vocabulary) for t in vocabulary.values()), vocabulary
 
 
+# The runtime package's layers, bottom up (docs/layout.md): a package imports only those of
+# lower layers, never one of its own layer or above.
+RUNTIME_LAYERS = (
+    {"traingrid", "traingrid.vocabulary"},  # errors, clock, naming, settings, validation, …
+    {"traingrid.aws"},
+    {"traingrid.db"},
+    {"traingrid.costs", "traingrid.notifications"},
+    {"traingrid.training"},
+    {"traingrid.runs"},
+    {"traingrid.campaigns", "traingrid.janitor"},
+    {"traingrid.api"},
+)
+
+
+def test_the_runtime_packages_import_only_the_layers_below_their_own() -> None:
+    packages = package_graph(import_graph())
+    runtime = {p for p in packages if p == "traingrid" or p.startswith("traingrid.")}
+    layer_of = {package: rank for rank, layer in enumerate(RUNTIME_LAYERS) for package in layer}
+    assert runtime == set(layer_of), f"a package without a layer: {runtime ^ set(layer_of)}"
+    upward = {(package, target) for package in runtime for target in packages[package]
+              if target in layer_of and layer_of[target] >= layer_of[package]}
+    assert not upward, f"imports of the same layer or above: {sorted(upward)}"
+
+
+def test_only_the_adapters_make_clients_and_read_aws_errors() -> None:
+    """docs/layout.md: every client comes from ``aws/clients.py`` (botocore's session, without
+    boto3), and botocore's errors are read in the adapters (``aws/``) alone, which translate
+    them, so nothing above them sees a ClientError."""
+    runtime = PACKAGE_ROOTS["traingrid"]
+    sessions, botocore_users = set(), set()
+    for path in runtime.rglob("*.py"):
+        name = str(path.relative_to(runtime))
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for module in modules:
+                if module.split(".")[0] in ("boto3", "botocore"):
+                    botocore_users.add(name)
+                if module in ("boto3", "botocore.session"):
+                    sessions.add(name)
+    assert sessions == {"aws/clients.py"}, sessions
+    assert botocore_users and all(n.startswith("aws/") for n in botocore_users), botocore_users
+
+
 def test_no_two_modules_of_a_package_share_a_name() -> None:
     """Within each first-party package, a module's name is its own: two ``records.py`` meaning
     different things make a reader open both."""

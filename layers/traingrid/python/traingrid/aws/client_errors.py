@@ -1,11 +1,13 @@
-"""Translate botocore's ClientError into TrainGrid's errors, once, at the adapter boundary."""
+"""Translate botocore's errors into TrainGrid's, once, at the adapter boundary: a service's
+answer (ClientError) by its code, and a call that got no answer (BotoCoreError: the endpoint
+unreachable, a read timed out, after botocore's own retries) as an AwsServiceError too."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from traingrid.errors import AwsServiceError, InvalidPageToken, ResourceNotFound
 
@@ -30,3 +32,5 @@ def translated(service: str, operation: str) -> Iterator[None]:
         if code in INVALID_TOKEN_CODES:
             raise InvalidPageToken(f"{service}.{operation}: {code}: {message}") from error
         raise AwsServiceError(service, operation, code, message) from error
+    except BotoCoreError as error:
+        raise AwsServiceError(service, operation, type(error).__name__, str(error)) from error

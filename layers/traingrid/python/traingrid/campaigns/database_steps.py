@@ -1,12 +1,10 @@
 """The CampaignFanout steps that read and write the campaign database: register, plan,
-record, finish. Only the functions that run these load SQLAlchemy (and the fan-out request's
-pydantic model, the costing): the database layer is imported by each step when it runs, not
-at a cold start, as is what only one of the four handlers needs.
+record, finish (only the functions that run these have the database layer).
 
 Each step takes the TypedDict its state's Parameters build in the ASL and returns its own,
 checked by mypy, not parsed at run time (pydantic would cost these cold starts ~80 ms). The
 one untrusted part, a requested fan-out's options, PlanFanout parses once with the
-FanoutRequest model (pydantic, loaded only there) and plans from the model.
+FanoutRequest model (pydantic) and plans from the model.
 """
 
 from __future__ import annotations
@@ -14,13 +12,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from traingrid import clock
 from traingrid.aws import s3, stepfunctions
 from traingrid.aws.secrets import connection_url
+from traingrid.campaigns.fanout_request import FanoutRequest, RegionOverrides
 from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_marker
+from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.sagemaker_job import data_input
+from traingrid.costs import receipt, region_usage
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import (
+    CampaignRepository,
+    DatasetRepository,
+    RegionRepository,
+    RunRepository,
+)
 from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
 from traingrid.naming import branch_name, fanout_name
 from traingrid.notifications import run_status as status_events
@@ -43,9 +51,6 @@ from traingrid.vocabulary.campaign_fanout import (
 from traingrid.vocabulary.statuses import RunStatus
 from traingrid.vocabulary.training_run import StepFailure
 
-if TYPE_CHECKING:
-    from traingrid.campaigns.fanout_request import FanoutRequest, RegionOverrides
-
 AGAIN = "start the fan-out again"
 
 
@@ -62,9 +67,6 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
 
     The window comes from when the marker landed, so a retried event lands in the same one.
     """
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository, DatasetRepository
-
     try:
         marker = parse_marker(bucket, key, region)
     except RequestInvalid as invalid:
@@ -98,9 +100,6 @@ def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
     """Start the run's record and plan one job per region over the campaign's new data (or
     all of it, and with other options, when the fan-out was requested so: ``input.options``,
     the fields of a FanoutRequest)."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository, RegionRepository, RunRepository
-
     campaign_id, request = _fanout_input(event)
     name = event["execution_name"]
     with transaction(connection_url(settings)) as session:
@@ -150,8 +149,6 @@ def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
 def _fanout_input(event: PlanFanoutEvent) -> tuple[str, FanoutRequest]:
     """The campaign and the options of a fan-out's execution input, every problem at once:
     anyone allowed to start an execution can send any input."""
-    from traingrid.campaigns.fanout_request import FanoutRequest
-
     problems = []
     campaign = event.get("campaign")
     if not isinstance(campaign, str) or not CAMPAIGN_PATTERN.fullmatch(campaign):
@@ -188,9 +185,6 @@ def check_plan_options(plans: list[RegionJobPlan], min_count: int | None,
 
 def _plan(session: Any, campaign_id: str, request: FanoutRequest,
           spot: bool) -> list[RegionJobPlan]:
-    from traingrid.campaigns.placement import plan_campaign
-    from traingrid.db.repositories import DatasetRepository
-
     overrides: dict[str, Any] = {
         "placement": request.placement, "instance_type": request.instance_type,
         "instance_count": request.instance_count, "spot": spot,
@@ -206,17 +200,12 @@ def _plan(session: Any, campaign_id: str, request: FanoutRequest,
 
 def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
     """Every campaign with its datasets by region and its last run."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository
-
     with transaction(connection_url(settings)) as session:
         return CampaignRepository(session).overview()
 
 
 def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
     """Write one region's outcome; the branch's small result for the execution's output."""
-    from traingrid.db.engine import transaction
-
     job = event["job"]
     result = region_result(job, event.get("failure"))
     with transaction(connection_url(settings)) as session:
@@ -261,8 +250,6 @@ def branch_failure(failure: StepFailure) -> StepFailure:
 
 
 def _record(session: Any, execution_arn: str, job: RegionJob, result: RegionResult) -> None:
-    from traingrid.db.repositories import RunRepository
-
     status = result["status"]
     RunRepository(session).record_job(
         execution_arn, job["requested_region"], status=status,
@@ -308,9 +295,6 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
 
     After the fan-out, each region's result has replaced its planned job in ``plan.jobs``.
     """
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import RunRepository
-
     state = event["state"]
     plan = state.get("plan")
     branches = (plan.get("jobs") if plan else None) or []
@@ -355,10 +339,6 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
     """The ended run's receipt, recorded with it: each region's SageMaker job (described in
     its region, outside the transaction) and its staging, priced from the campaign database.
     Orchestration is priced from the execution's history when the run is read."""
-    from traingrid.costs import receipt, region_usage
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import RunRepository
-
     with transaction(connection_url(settings)) as session:
         run = RunRepository(session).get(execution_arn)
         jobs: list[dict[str, Any]] = [] if run is None else [
@@ -378,9 +358,6 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
 def _record_unplanned(event: FinishFanoutEvent, cause: str, settings: DatabaseSettings) -> None:
     """A fan-out that failed before it planned still gets its run, FAILED with the cause, if
     its campaign exists (otherwise there is nothing to attach it to)."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository, RunRepository
-
     campaign_id, arn = event["state"].get("campaign"), event["execution_arn"]
     now = clock.now()
     with transaction(connection_url(settings)) as session:

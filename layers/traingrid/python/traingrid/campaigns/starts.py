@@ -12,22 +12,28 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traingrid import clock
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
+from traingrid.campaigns.fanout_request import (
+    CAMPAIGN_ID_PATTERN,
+    FanoutRequest,
+    instance_count_problem,
+)
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import CampaignRepository, DatasetRepository
 from traingrid.errors import RecordNotFound, RequestInvalid
 from traingrid.naming import fanout_name, window_start
 from traingrid.observability import logger, metrics
+from traingrid.runs.submit import Submission, derived_name
+from traingrid.runs.view import CAMPAIGN_FANOUT
 from traingrid.settings import ApiSettings, RetrainSettings
 from traingrid.validation import parse
 from traingrid.vocabulary.statuses import RunStatus
-
-if TYPE_CHECKING:
-    from traingrid.runs.submit import Submission
 
 SCHEDULE_SOURCE = "schedule"
 
@@ -42,18 +48,6 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
                       idempotency_key: str | None = None) -> Submission:
     """A fan-out request for an existing campaign, validated (every problem at once) and
     named."""
-    # The API's request (its model, the naming of submissions) and the database are loaded by
-    # the request that needs them, not at the scheduled retraining's cold start.
-    from traingrid.campaigns.fanout_request import (
-        CAMPAIGN_ID_PATTERN,
-        FanoutRequest,
-        instance_count_problem,
-    )
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import CampaignRepository
-    from traingrid.runs.submit import Submission, derived_name
-    from traingrid.runs.view import CAMPAIGN_FANOUT
-
     request = parse(FanoutRequest, body)
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
     counts: tuple[int, int | None] | None = None
@@ -128,10 +122,6 @@ def retrain_on_schedule(event: Any, settings: RetrainSettings) -> dict[str, Any]
 def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]:
     """One fan-out per campaign with new data, named for the campaign and the window of
     ``scheduled_at`` (the scheduled event's time)."""
-    # The database layer is loaded when the schedule fires, not at a cold start.
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import DatasetRepository
-
     minutes = settings.retrain_window_minutes
     machine = settings.campaign_fanout_state_machine_arn
     with transaction(connection_url(settings)) as session:

@@ -8,15 +8,14 @@ from typing import Any
 
 from traingrid.costs import prices
 from traingrid.costs.summary import summarize
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import RunRepository, TrainingRunRepository
 
 
 def period_costs(database_url: str, since: datetime | None, until: datetime | None,
                  by: str) -> dict[str, Any]:
     """``{since, until, by, currency, groups, total}``: TrainingRuns' and fan-outs' recorded
     receipts of the runs started in [since, until), summed per ``by`` value."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import RunRepository, TrainingRunRepository
-
     with transaction(database_url) as session:
         runs = (TrainingRunRepository(session).costs(since, until)
                 + RunRepository(session).costs(since, until))

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
 from sqlalchemy.orm import Session
 
 from traingrid.aws import sagemaker
@@ -23,7 +22,7 @@ from traingrid.db.models import Region, RegionPrice
 from traingrid.errors import AwsServiceError, ResourceNotFound, TrainGridError
 from traingrid.observability import logger
 
-# (region, job name) → DescribeTrainingJob's answer; raises TrainGridError or BotoCoreError.
+# (region, job name) → DescribeTrainingJob's answer; raises TrainGridError.
 DescribeTrainingJob = Callable[[str, str], dict[str, Any]]
 # A job as SageMaker reported it, or why it is left off the receipt.
 Described = Mapping[tuple[str, str], "dict[str, Any] | receipt.UnpricedJob"]
@@ -51,7 +50,7 @@ def describe_jobs(jobs: Sequence[dict[str, Any]],
         region, name = job["region"], job["job_name"]
         try:
             found[(region, name)] = describe(region, name)
-        except (TrainGridError, BotoCoreError) as error:  # refused, or the region unreachable
+        except TrainGridError as error:  # refused, or the region unreachable
             if isinstance(error, TrainGridError) and _never_ran(error):
                 reason = ("not priced: it never started (SageMaker has no such job)"
                           if not job.get("job_arn") else

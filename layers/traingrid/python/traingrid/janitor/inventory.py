@@ -13,6 +13,8 @@ from typing import Any
 from traingrid.aws import batch, fsx, s3, sagemaker, stepfunctions
 from traingrid.aws.clients import home_region
 from traingrid.aws.secrets import connection_url
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import RegionRepository
 from traingrid.errors import ResourceNotFound, TrainGridError
 from traingrid.janitor.calls import Attempts
 from traingrid.janitor.decide import (
@@ -55,10 +57,6 @@ class Inventory:
     def regions(self) -> list[str]:
         """Where campaign jobs may train (the database's regions) and this region."""
         def read() -> list[str]:
-            # SQLAlchemy is loaded by the pass, not at the function's cold start.
-            from traingrid.db.engine import transaction
-            from traingrid.db.repositories import RegionRepository
-
             with transaction(self.database()) as session:
                 return RegionRepository(session).codes()
 

@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from traingrid.aws import stepfunctions
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.janitor.decide import GONE, RELEASING, RUNNING, Decision
 from traingrid.janitor.inventory import Inventory
 from traingrid.observability import logger
@@ -29,10 +31,6 @@ class Reconcile:
         every region completed, else FAILED, saying how the execution ended and what the
         janitor released."""
         def running() -> list[str]:
-            # The database layer is loaded by the pass, not at the function's cold start.
-            from traingrid.db.engine import transaction
-            from traingrid.db.repositories import RunRepository
-
             with transaction(self.inventory.database()) as session:
                 return [run.execution_arn for run in RunRepository(session).running()]
 
@@ -64,9 +62,6 @@ class Reconcile:
         arns |= {e["executionArn"] for e in newest if e["status"] not in RUNNING}
 
         def unrecorded() -> list[str]:
-            from traingrid.db.engine import transaction
-            from traingrid.db.repositories import TrainingRunRepository
-
             with transaction(self.inventory.database()) as session:
                 return TrainingRunRepository(session).missing(sorted(arns))
 
@@ -86,18 +81,12 @@ class Reconcile:
         return recorded
 
     def record_training_run(self, record: dict[str, Any]) -> RecordedRun | None:
-        from traingrid.db.engine import transaction
-        from traingrid.db.repositories import TrainingRunRepository
-
         with transaction(self.inventory.database()) as session:
             row, written = TrainingRunRepository(session).record_if_absent(record)
             return as_dict(row) if written else None
 
     def close(self, arn: str, status: str, ended_at: datetime, cause: str,
               job_cause: str) -> dict[str, Any]:
-        from traingrid.db.engine import transaction
-        from traingrid.db.repositories import RunRepository
-
         with transaction(self.inventory.database()) as session:
             run = RunRepository(session).close(arn, ended_at, cause, job_cause)
             return {"execution_arn": arn, "execution_status": status, "status": run.status,

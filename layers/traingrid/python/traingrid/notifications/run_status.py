@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from traingrid import clock
+from traingrid.aws import events
 from traingrid.observability import logger, metrics
 
 SOURCE = "traingrid"
@@ -50,8 +51,6 @@ def change(kind: str, execution_arn: str, status: str, **facts: Any) -> dict[str
 
 def publish(changes: Sequence[dict[str, Any]]) -> int:
     """Put the changes on the default bus; how many were published (0 if it failed)."""
-    from traingrid.aws import events
-
     details = [(detail, [detail["execution_arn"], *([detail["job_arn"]]
                                                    if detail.get("job_arn") else [])])
                for detail in changes]

@@ -9,10 +9,11 @@ rest first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from traingrid.training.output_index import OutputIndex as OutputIndex
+from pydantic import ValidationError
+
+from traingrid.training.output_index import OutputIndex
 
 OUTPUT_INDEX = "outputs.json"
 
@@ -30,12 +31,6 @@ def file_system_path(archive: Mapping[str, Any], key: str) -> str:
 
 def parse_index(document: Any) -> OutputIndex | None:
     """The index, or None when it is not one (then nothing can be verified against it)."""
-    # The model (pydantic) is loaded by the steps that read an index, not by every cold start
-    # of a function that imports this module for its paths.
-    from pydantic import ValidationError
-
-    from traingrid.training.output_index import OutputIndex
-
     try:
         return OutputIndex.model_validate(document)
     except ValidationError:

@@ -1,5 +1,4 @@
-"""The TrainingRun step that writes the run's outcome to the campaign database. Only the
-function that runs it loads SQLAlchemy, and only when it runs (not at a cold start).
+"""The TrainingRun step that writes the run's outcome to the campaign database.
 
 It takes RecordRunEvent, a TypedDict checked by mypy, not parsed at run time (pydantic would
 cost the cold start ~80 ms): the run's state is read field by field, defensively
@@ -10,11 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
-
 from traingrid import clock
+from traingrid.aws import batch, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
+from traingrid.db.engine import transaction
+from traingrid.db.repositories import TrainingRunRepository
 from traingrid.errors import TrainGridError
 from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
@@ -25,9 +25,6 @@ from traingrid.vocabulary.training_run import RecordedRun, RecordRunEvent, Train
 
 def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun:
     """Write the outcome ``event["status"]`` of the run whose state is ``event["state"]``."""
-    from traingrid.db.engine import transaction
-    from traingrid.db.repositories import TrainingRunRepository
-
     now = clock.now()
     outcome = from_state(event["state"], event["status"], event["execution_arn"],
                          clock.parse(event.get("started_at")) or now, now)
@@ -63,8 +60,6 @@ def run_cost(state: TrainingRunState, execution_arn: str, status: str) -> dict[s
     timestamps of its attempts (their queue wait included), with the states still to come
     after this step counted. Where the history or Batch cannot be read, the receipt of the
     run's state alone (``state_cost``)."""
-    from traingrid.aws import batch, stepfunctions
-
     plan = state.get("plan")
     estimate = plan.get("estimate") if isinstance(plan, dict) else None
     try:
@@ -74,7 +69,7 @@ def run_cost(state: TrainingRunState, execution_arn: str, status: str) -> dict[s
             dict(estimate) if isinstance(estimate, dict) else None, clock.service_seconds,
             batch.describe_jobs, int(clock.now().timestamp() * 1000),
             LATER_TRANSITIONS.get(status, 1))
-    except (TrainGridError, BotoCoreError) as error:
+    except TrainGridError as error:
         logger.warning("receipt from the run's state alone", extra={"error": str(error)})
         return state_cost(state)
 

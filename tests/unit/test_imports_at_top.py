@@ -1,0 +1,45 @@
+"""Imports sit at the top of modules, where readers expect a module's dependencies, except
+where a person waits: the API's routes (``traingrid/api/``) and the modules the API function
+loads to answer them, whose cold start is part of a request. Every other import inside a
+function is listed here with why (at most 10)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "layers" / "traingrid" / "python" / "traingrid"
+WHERE_A_PERSON_WAITS = PACKAGE / "api"
+# module (from the package) → why its imports inside functions stay there.
+ALLOWED = {
+    "observability.py": "the X-Ray tracer's SDK is loaded only where tracing is on",
+    "runs/reader.py": "GET /runs/{name}: SQLAlchemy for an ended fan-out's recorded cost, and "
+                      "the curves' reader, only for the requests that read them",
+    "runs/submit.py": "POST /runs: the request's pydantic model only for that route",
+}
+MAX_OUTSIDE_THE_API = 10
+
+
+def imports_inside_functions(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found |= {inner.lineno for inner in ast.walk(node)
+                      if isinstance(inner, ast.Import | ast.ImportFrom)}
+    return sorted(found)
+
+
+def test_imports_inside_functions_are_the_apis_or_listed_with_why():
+    outside: dict[str, list[int]] = {}
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "functions").glob("*/app.py")]:
+        if WHERE_A_PERSON_WAITS in path.parents:
+            continue
+        if lines := imports_inside_functions(path):
+            name = str(path.relative_to(PACKAGE if PACKAGE in path.parents else ROOT))
+            outside[name] = lines
+    unlisted = {name: lines for name, lines in outside.items() if name not in ALLOWED}
+    assert not unlisted, f"imports inside functions, outside the API's routes: {unlisted}"
+    assert sum(map(len, outside.values())) <= MAX_OUTSIDE_THE_API, outside
+    assert set(ALLOWED) <= set(outside), f"listed but at the top now: {set(ALLOWED) - set(outside)}"

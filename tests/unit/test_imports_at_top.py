@@ -17,6 +17,8 @@ ALLOWED = {
     "runs/reader.py": "GET /runs/{name}: SQLAlchemy for an ended fan-out's recorded cost, and "
                       "the curves' reader, only for the requests that read them",
     "runs/submit.py": "POST /runs: the request's pydantic model only for that route",
+    "validation.py": "pydantic, for the API only when a request is parsed (every function "
+                     "that parses has its model, and so pydantic, loaded already)",
 }
 MAX_OUTSIDE_THE_API = 10
 

@@ -7,8 +7,6 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
-
 from traingrid.errors import RequestInvalid
 
 if TYPE_CHECKING:
@@ -146,6 +144,7 @@ def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool 
             [{"pointer": "", "message": f"expected a JSON object, got {type(data).__name__}"}],
             source,
         )
+    from pydantic import ValidationError  # loaded already: ``model`` is a pydantic model
 
     try:
         if strict:

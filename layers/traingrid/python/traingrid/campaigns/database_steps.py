@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from traingrid import clock
+from traingrid import clock, db
 from traingrid.aws import s3, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.fanout_request import FanoutRequest, RegionOverrides
@@ -22,13 +22,6 @@ from traingrid.campaigns.markers import CAMPAIGN_PATTERN, MARKER_NAME, parse_mar
 from traingrid.campaigns.placement import plan_campaign
 from traingrid.campaigns.sagemaker_job import data_input
 from traingrid.costs import receipt, region_usage
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import (
-    CampaignRepository,
-    DatasetRepository,
-    RegionRepository,
-    RunRepository,
-)
 from traingrid.errors import RecordNotFound, RegionFailed, RequestInvalid
 from traingrid.naming import branch_name, fanout_name
 from traingrid.notifications import run_status as status_events
@@ -74,9 +67,9 @@ def register_dataset(bucket: str, key: str, region: str, landed_at: datetime,
         return {"status": "rejected", "reason": invalid.message}
     objects = [o for o in s3.objects_under(bucket, marker.prefix, region)
                if not o["key"].endswith(MARKER_NAME)]
-    with transaction(connection_url(settings)) as session:
-        CampaignRepository(session).ensure(marker.campaign)
-        dataset, created = DatasetRepository(session).register(
+    with db.transaction(connection_url(settings)) as session:
+        db.CampaignRepository(session).ensure(marker.campaign)
+        dataset, created = db.DatasetRepository(session).register(
             marker.campaign, marker.region, marker.s3_uri, len(objects),
             sum(o["size"] for o in objects), None, landed_at)
         registered_at = dataset.registered_at
@@ -102,16 +95,16 @@ def plan_fanout(event: PlanFanoutEvent, settings: PlanningSettings,
     the fields of a FanoutRequest)."""
     campaign_id, request = _fanout_input(event)
     name = event["execution_name"]
-    with transaction(connection_url(settings)) as session:
-        campaign = CampaignRepository(session).get(campaign_id)
+    with db.transaction(connection_url(settings)) as session:
+        campaign = db.CampaignRepository(session).get(campaign_id)
         if campaign is None:
             raise RequestInvalid([{"pointer": "/campaign", "message": "no such campaign"}])
-        runs = RunRepository(session)
+        runs = db.RunRepository(session)
         placement = request.placement or campaign.placement
         run = runs.start(campaign_id, name, event["execution_arn"], placement, clock.now())
         plans = _plan(session, campaign_id, request, settings.managed_spot)
         runs.add_planned_jobs(run, plans)
-        regions = RegionRepository(session)
+        regions = db.RegionRepository(session)
         buckets = {code: regions.require(code).artifact_bucket
                    for p in plans for code in (p.region, *p.fallbacks)}
         hyperparameters = dict(campaign.hyperparameters or {}) | request.hyperparameters
@@ -192,7 +185,7 @@ def _plan(session: Any, campaign_id: str, request: FanoutRequest,
                                   for region, o in request.regions.items() if o.instance_type}}
     if request.datasets == "all":
         return plan_campaign(session, campaign_id, **overrides)
-    datasets = DatasetRepository(session).new_since_last_success(campaign_id)
+    datasets = db.DatasetRepository(session).new_since_last_success(campaign_id)
     if not datasets:
         return []
     return plan_campaign(session, campaign_id, datasets=[d.id for d in datasets], **overrides)
@@ -200,15 +193,15 @@ def _plan(session: Any, campaign_id: str, request: FanoutRequest,
 
 def campaigns_overview(settings: DatabaseSettings) -> list[dict[str, Any]]:
     """Every campaign with its datasets by region and its last run."""
-    with transaction(connection_url(settings)) as session:
-        return CampaignRepository(session).overview()
+    with db.transaction(connection_url(settings)) as session:
+        return db.CampaignRepository(session).overview()
 
 
 def record_region_job(event: RecordRegionJobEvent, settings: DatabaseSettings) -> RegionResult:
     """Write one region's outcome; the branch's small result for the execution's output."""
     job = event["job"]
     result = region_result(job, event.get("failure"))
-    with transaction(connection_url(settings)) as session:
+    with db.transaction(connection_url(settings)) as session:
         _record(session, event["execution_arn"], job, result)
     _publish(event["execution_arn"], job, result)
     return result
@@ -251,7 +244,7 @@ def branch_failure(failure: StepFailure) -> StepFailure:
 
 def _record(session: Any, execution_arn: str, job: RegionJob, result: RegionResult) -> None:
     status = result["status"]
-    RunRepository(session).record_job(
+    db.RunRepository(session).record_job(
         execution_arn, job["requested_region"], status=status,
         region=job["region"], job_name=job.get("job_name"), job_arn=job.get("job_arn"),
         artifacts=job.get("artifacts"), failure_cause=result["cause"],
@@ -299,7 +292,7 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
     plan = state.get("plan")
     branches = (plan.get("jobs") if plan else None) or []
     if "failure" not in state and any("unrecorded" in b for b in branches):
-        with transaction(connection_url(settings)) as session:
+        with db.transaction(connection_url(settings)) as session:
             results = _results(session, event["execution_arn"], branches)
     else:
         results = [b for b in branches if "unrecorded" not in b]  # type: ignore[misc]
@@ -316,8 +309,8 @@ def finish_fanout(event: FinishFanoutEvent, settings: DatabaseSettings) -> Fanou
         error, cause = None, None
     status = RunStatus.FAILED if error else RunStatus.SUCCEEDED
     try:
-        with transaction(connection_url(settings)) as session:
-            runs = RunRepository(session)
+        with db.transaction(connection_url(settings)) as session:
+            runs = db.RunRepository(session)
             if "failure" in state:  # the fan-out broke off: some regions have no outcome
                 runs.close(event["execution_arn"], clock.now(), cause or error or "failed",
                            "the fan-out failed before this region's outcome was recorded; a "
@@ -339,19 +332,19 @@ def record_cost(execution_arn: str, settings: DatabaseSettings) -> dict[str, Any
     """The ended run's receipt, recorded with it: each region's SageMaker job (described in
     its region, outside the transaction) and its staging, priced from the campaign database.
     Orchestration is priced from the execution's history when the run is read."""
-    with transaction(connection_url(settings)) as session:
-        run = RunRepository(session).get(execution_arn)
+    with db.transaction(connection_url(settings)) as session:
+        run = db.RunRepository(session).get(execution_arn)
         jobs: list[dict[str, Any]] = [] if run is None else [
             {"region": job.region, "requested_region": job.requested_region,
              "job_name": job.job_name, "job_arn": job.job_arn,
              "staged_bytes": job.staged_bytes} for job in run.jobs]
     described = region_usage.describe_jobs(jobs)
-    with transaction(connection_url(settings)) as session:
+    with db.transaction(connection_url(settings)) as session:
         used = region_usage.region_usage(session, jobs, described)
         usage = receipt.Usage(fanout=True, orchestration_source="the execution's history, "
                               "when the run is read (GET /runs/{name})").with_regions(used)
         cost = receipt.receipt(usage, None) | {"regions": region_usage.recorded(used)}
-        RunRepository(session).record_cost(execution_arn, cost)
+        db.RunRepository(session).record_cost(execution_arn, cost)
     return cost
 
 
@@ -360,14 +353,14 @@ def _record_unplanned(event: FinishFanoutEvent, cause: str, settings: DatabaseSe
     its campaign exists (otherwise there is nothing to attach it to)."""
     campaign_id, arn = event["state"].get("campaign"), event["execution_arn"]
     now = clock.now()
-    with transaction(connection_url(settings)) as session:
-        campaign = CampaignRepository(session).get(campaign_id) if isinstance(
+    with db.transaction(connection_url(settings)) as session:
+        campaign = db.CampaignRepository(session).get(campaign_id) if isinstance(
             campaign_id, str) else None
         if campaign is None:
             logger.warning("no campaign to record this failed fan-out under",
                            extra={"campaign": campaign_id, "cause": cause})
             return
-        runs = RunRepository(session)
+        runs = db.RunRepository(session)
         runs.start(campaign.id, arn.rsplit(":", 1)[-1], arn, campaign.placement,
                    clock.parse(event.get("started_at")) or now)
         runs.finish(arn, RunStatus.FAILED, now, cause)

@@ -12,15 +12,15 @@ import posixpath
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row
-from sqlalchemy.orm import Session
-
-from traingrid.db.models import Campaign
-from traingrid.db.ranking import ranking
+from traingrid import db
 from traingrid.errors import NoCapacity, RecordNotFound, RequestInvalid
 from traingrid.vocabulary.campaign_fanout import Placement, PlacementRequest, RegionJobPlan
+
+if TYPE_CHECKING:  # its types only: ``db`` loads SQLAlchemy when the database is first used
+    from sqlalchemy import Row
+    from sqlalchemy.orm import Session
 
 
 def plan_campaign(
@@ -33,7 +33,7 @@ def plan_campaign(
     the data's region. Unset options come from the campaign; ``region_instance_types`` gives a
     data region's job its own instance type (placed and priced as such). One statement for the
     campaign's row and one ranking query per instance type, whatever the number of datasets."""
-    campaign = session.get(Campaign, campaign_id)
+    campaign = session.get(db.Campaign, campaign_id)
     if campaign is None:
         raise RecordNotFound(f"no campaign {campaign_id!r}")
     request = PlacementRequest(
@@ -53,7 +53,7 @@ def plan_campaign(
         groups.append((replace(request, instance_type=instance), regions, ()))
     plans = []
     for group_request, only, other_than in groups:
-        rows = session.execute(ranking(group_request, datasets, only, other_than)).all()
+        rows = session.execute(db.region_ranking(group_request, datasets, only, other_than)).all()
         plans += [_plan(group_request, list(options))
                   for _, options in groupby(rows, key=lambda r: r.requested_region)]
     return sorted(plans, key=lambda p: p.requested_region)

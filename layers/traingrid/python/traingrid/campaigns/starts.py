@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from traingrid import clock
+from traingrid import clock, db
 from traingrid.aws import stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.campaigns.fanout_request import (
@@ -24,8 +24,6 @@ from traingrid.campaigns.fanout_request import (
     FanoutRequest,
     instance_count_problem,
 )
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import CampaignRepository, DatasetRepository
 from traingrid.errors import RecordNotFound, RequestInvalid
 from traingrid.naming import fanout_name, window_start
 from traingrid.observability import logger, metrics
@@ -52,8 +50,8 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
     counts: tuple[int, int | None] | None = None
     if re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None:
-        with transaction(connection_url(settings.database)) as session:
-            campaign = CampaignRepository(session).get(campaign_id)
+        with db.transaction(connection_url(settings.database)) as session:
+            campaign = db.CampaignRepository(session).get(campaign_id)
             if campaign is not None:
                 counts = (campaign.instance_count, campaign.min_instance_count)
     if counts is None:
@@ -124,8 +122,8 @@ def retrain(scheduled_at: datetime, settings: RetrainSettings) -> dict[str, Any]
     ``scheduled_at`` (the scheduled event's time)."""
     minutes = settings.retrain_window_minutes
     machine = settings.campaign_fanout_state_machine_arn
-    with transaction(connection_url(settings)) as session:
-        due = DatasetRepository(session).campaigns_with_new_data()
+    with db.transaction(connection_url(settings)) as session:
+        due = db.DatasetRepository(session).campaigns_with_new_data()
     running = running_fanouts(machine) if due else {}
     outcome: dict[str, Any] = {"window": clock.iso(window_start(scheduled_at, minutes)),
                                "started": [], "already_started": [], "skipped": []}

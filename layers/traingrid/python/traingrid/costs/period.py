@@ -6,19 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from traingrid import db
 from traingrid.costs import prices
 from traingrid.costs.summary import summarize
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import RunRepository, TrainingRunRepository
 
 
 def period_costs(database_url: str, since: datetime | None, until: datetime | None,
                  by: str) -> dict[str, Any]:
     """``{since, until, by, currency, groups, total}``: TrainingRuns' and fan-outs' recorded
     receipts of the runs started in [since, until), summed per ``by`` value."""
-    with transaction(database_url) as session:
-        runs = (TrainingRunRepository(session).costs(since, until)
-                + RunRepository(session).costs(since, until))
+    with db.transaction(database_url) as session:
+        runs = (db.TrainingRunRepository(session).costs(since, until)
+                + db.RunRepository(session).costs(since, until))
     rows = summarize(runs, by)
     return {"since": since.isoformat() if since else None,
             "until": until.isoformat() if until else None, "by": by,

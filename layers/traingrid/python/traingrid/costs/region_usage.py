@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.orm import Session
-
+from traingrid import db
 from traingrid.aws import sagemaker
 from traingrid.costs import receipt
 from traingrid.costs.prices import Price
-from traingrid.db.models import Region, RegionPrice
 from traingrid.errors import AwsServiceError, ResourceNotFound, TrainGridError
 from traingrid.observability import logger
+
+if TYPE_CHECKING:  # its type only: ``db`` loads SQLAlchemy when it is first used
+    from sqlalchemy.orm import Session
 
 # (region, job name) → DescribeTrainingJob's answer; raises TrainGridError.
 DescribeTrainingJob = Callable[[str, str], dict[str, Any]]
@@ -72,7 +73,7 @@ def region_usage(session: Session, jobs: Sequence[dict[str, Any]],
     used = receipt.RegionsUsed()
     for job in jobs:
         if job.get("staged_bytes"):
-            data_region = session.get(Region, job["requested_region"])
+            data_region = session.get(db.Region, job["requested_region"])
             if data_region is not None:
                 used.staging.append(receipt.StagingUse(
                     f"{job['requested_region']} → {job['region']}", job["staged_bytes"],
@@ -90,7 +91,7 @@ def region_usage(session: Session, jobs: Sequence[dict[str, Any]],
         if ran.get("BillableTimeInSeconds") is None:
             continue  # not ended: SageMaker reports its billable time at the end
         config = ran["ResourceConfig"]
-        price = session.get(RegionPrice, (job["region"], config["InstanceType"]))
+        price = session.get(db.RegionPrice, (job["region"], config["InstanceType"]))
         if price is None:
             continue
         used.sagemaker.append(receipt.SageMakerUse(

@@ -10,11 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from traingrid import db
 from traingrid.aws import batch, fsx, s3, sagemaker, stepfunctions
 from traingrid.aws.clients import home_region
 from traingrid.aws.secrets import connection_url
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import RegionRepository
 from traingrid.errors import ResourceNotFound, TrainGridError
 from traingrid.janitor.calls import Attempts
 from traingrid.janitor.decide import (
@@ -57,8 +56,8 @@ class Inventory:
     def regions(self) -> list[str]:
         """Where campaign jobs may train (the database's regions) and this region."""
         def read() -> list[str]:
-            with transaction(self.database()) as session:
-                return RegionRepository(session).codes()
+            with db.transaction(self.database()) as session:
+                return db.RegionRepository(session).codes()
 
         codes = self.attempts.attempt("reading the campaign regions", read, [])
         return sorted({self.region, *codes})

@@ -8,9 +8,8 @@ import functools
 from datetime import datetime
 from typing import Any
 
+from traingrid import db
 from traingrid.aws import stepfunctions
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.janitor.decide import GONE, RELEASING, RUNNING, Decision
 from traingrid.janitor.inventory import Inventory
 from traingrid.observability import logger
@@ -31,8 +30,8 @@ class Reconcile:
         every region completed, else FAILED, saying how the execution ended and what the
         janitor released."""
         def running() -> list[str]:
-            with transaction(self.inventory.database()) as session:
-                return [run.execution_arn for run in RunRepository(session).running()]
+            with db.transaction(self.inventory.database()) as session:
+                return [run.execution_arn for run in db.RunRepository(session).running()]
 
         recorded = []
         for arn in self.attempts.attempt("reading the running campaign runs", running, []):
@@ -62,8 +61,8 @@ class Reconcile:
         arns |= {e["executionArn"] for e in newest if e["status"] not in RUNNING}
 
         def unrecorded() -> list[str]:
-            with transaction(self.inventory.database()) as session:
-                return TrainingRunRepository(session).missing(sorted(arns))
+            with db.transaction(self.inventory.database()) as session:
+                return db.TrainingRunRepository(session).missing(sorted(arns))
 
         recorded: list[RecordedRun] = []
         for arn in self.attempts.attempt("reading the recorded training runs", unrecorded, []):
@@ -81,14 +80,14 @@ class Reconcile:
         return recorded
 
     def record_training_run(self, record: dict[str, Any]) -> RecordedRun | None:
-        with transaction(self.inventory.database()) as session:
-            row, written = TrainingRunRepository(session).record_if_absent(record)
+        with db.transaction(self.inventory.database()) as session:
+            row, written = db.TrainingRunRepository(session).record_if_absent(record)
             return as_dict(row) if written else None
 
     def close(self, arn: str, status: str, ended_at: datetime, cause: str,
               job_cause: str) -> dict[str, Any]:
-        with transaction(self.inventory.database()) as session:
-            run = RunRepository(session).close(arn, ended_at, cause, job_cause)
+        with db.transaction(self.inventory.database()) as session:
+            run = db.RunRepository(session).close(arn, ended_at, cause, job_cause)
             return {"execution_arn": arn, "execution_status": status, "status": run.status,
                     "cause": run.failure_cause}
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from traingrid import clock
+from traingrid import clock, db
 from traingrid.aws import batch, cloudwatch, logs, s3, sagemaker, stepfunctions
+from traingrid.aws.secrets import connection_url
 from traingrid.errors import InvalidPageToken, ResourceNotFound, RunNotFound, TrainGridError
 from traingrid.observability import logger
 from traingrid.runs import listing
@@ -81,17 +82,11 @@ class RunReader:
     def _recorded_cost(self, execution_arn: str) -> dict[str, Any] | None:
         """The receipt an ended fan-out recorded with its run; None (priced as in flight) if
         it has none or the database cannot be read."""
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from traingrid.aws.secrets import connection_url
-        from traingrid.db.engine import transaction
-        from traingrid.db.repositories import RunRepository
-
         try:
-            with transaction(connection_url(self.settings.database)) as session:
-                run = RunRepository(session).get(execution_arn)
+            with db.transaction(connection_url(self.settings.database)) as session:
+                run = db.RunRepository(session).get(execution_arn)
                 return None if run is None else run.cost
-        except (SQLAlchemyError, TrainGridError) as error:
+        except (db.SQLAlchemyError, TrainGridError) as error:
             logger.warning("recorded cost not read", extra={"error": str(error)})
             return None
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from traingrid import clock
+from traingrid import clock, db
 from traingrid.aws import batch, stepfunctions
 from traingrid.aws.secrets import connection_url
 from traingrid.costs import receipt
-from traingrid.db.engine import transaction
-from traingrid.db.repositories import TrainingRunRepository
 from traingrid.errors import TrainGridError
 from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger, metrics
@@ -30,8 +28,8 @@ def record_run(event: RecordRunEvent, settings: DatabaseSettings) -> RecordedRun
                          clock.parse(event.get("started_at")) or now, now)
     cost = run_cost(event["state"], event["execution_arn"], event["status"])
     outcome |= {"cost": cost, "cost_usd": cost["actual"]["total"]}
-    with transaction(connection_url(settings)) as session:
-        recorded = as_dict(TrainingRunRepository(session).record(outcome))
+    with db.transaction(connection_url(settings)) as session:
+        recorded = as_dict(db.TrainingRunRepository(session).record(outcome))
     logger.info(f"run {recorded['name']} recorded {recorded['status']}",
                 extra={"training_run": recorded})
     metrics.add_metric(name=f"TrainingRuns{outcome['status'].title()}", unit="Count", value=1)

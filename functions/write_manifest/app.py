@@ -1,7 +1,8 @@
-"""Verify the archive and write runs/<run>/manifest.json.
+"""WriteManifest: after the export task, verify the archive and write runs/<run>/manifest.json,
+or fail (nothing deleted) when S3 still lacks a file of the job's output index.
 
 Its event is the state machine's own state, typed as a TypedDict checked by mypy, not parsed
-at run time: pydantic would add ~80 ms to every cold start.
+at run time.
 """
 
 from aws_lambda_powertools.utilities.typing import LambdaContext

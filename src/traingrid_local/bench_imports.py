@@ -3,8 +3,10 @@ and boto3's own import in the same run (``boto3_alone``), against which the goal
 absolute milliseconds move twofold between machines from day to day, the ratio far less.
 
 Goals: the API (a person waits) at most 1.5× boto3's own import, every step at most 2.5× (a
-step inside a run of hours; the database functions import SQLAlchemy at the top of their
-modules). The migration runs once a deploy (a custom resource) and is held to neither.
+step inside a run of hours: its modules import at their tops, pydantic included; SQLAlchemy,
+twice boto3's import by itself, loads when a step first uses the database, ``traingrid.db``).
+The migration runs once a deploy (a custom resource) and is held to neither. (The handlers
+make their clients from botocore's session and never import boto3 itself.)
 ``python -m traingrid_local.bench_imports`` measures it alone.
 """
 

@@ -36,6 +36,7 @@ EVENTS: dict[str, type] = {
     "CheckFileSystemFunctionArn": training_run.CheckFileSystemEvent,
     "AwaitTrainingJobFunctionArn": training_run.AwaitTrainingJobEvent,
     "NextAttemptFunctionArn": training_run.NextAttemptEvent,
+    "CheckArchiveFunctionArn": training_run.CheckArchiveEvent,
     "WriteManifestFunctionArn": training_run.WriteManifestEvent,
     "CheckExportFunctionArn": training_run.CheckExportEvent,
     "RetainFileSystemFunctionArn": training_run.RetainFileSystemEvent,

@@ -28,3 +28,17 @@ def test_every_task_state_is_mapped_to_a_function_of_the_runtime_package_that_ex
                 continue
             module, _, name = step.decides.rpartition(".")
             assert callable(getattr(importlib.import_module(module), name)), step
+
+
+def test_every_function_serves_one_purpose():
+    """A function may serve several states (Plan and MeasureDataset; RecordSuccess and
+    RecordFailure), but always through the one function of the runtime package that decides
+    them: a handler switching on what its event holds is two functions."""
+    template = load_template()
+    deciders: dict[str, set[str]] = {}
+    for machine in workflow_map.machines(template):
+        for step in workflow_map.steps(template, machine):
+            if step.function is not None:
+                deciders.setdefault(step.function, set()).add(step.decides)
+    assert "CheckArchiveFunction" in deciders and "WriteManifestFunction" in deciders
+    assert {f: d for f, d in deciders.items() if len(d) > 1} == {}

@@ -1,5 +1,4 @@
-"""Adaptation (moto 5.2.5): StopExecution stops an execution at once, and it ends ABORTED
-(DescribeExecution says so from the stop on).
+"""Adaptation (moto 5.2.5): StopExecution stops an execution at once, and it ends ABORTED.
 
 moto's interpreter marks a stopped execution but does not wake a Task waiting on a task token
 (``.waitForTaskToken``): it waits on until the state's timeout, then records the timeout, and
@@ -14,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from moto.stepfunctions.parser.api import ExecutionStatus
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
-from moto.stepfunctions.parser.backend.execution import Execution
 
 from traingrid_local.emulator.patching import PATCHES
 
@@ -53,19 +50,7 @@ def _evaluate_with_timeout(previous: Callable[..., None]) -> Callable[..., None]
     return evaluate_with_timeout
 
 
-def _stop(previous: Callable[..., None]) -> Callable[..., None]:
-    def stop(self: Execution, stop_date: Any, error: str | None, cause: str | None) -> None:
-        previous(self, stop_date, error, cause)
-        # DescribeExecution says ABORTED from the stop on, as on AWS, not once the
-        # execution's thread has wound down (a busy machine may take seconds).
-        if self.exec_status == ExecutionStatus.RUNNING:
-            self.exec_status, self.stop_date = ExecutionStatus.ABORTED, stop_date
-
-    return stop
-
-
 def apply() -> None:
-    PATCHES.wrap(Execution, "stop", _stop)
     PATCHES.wrap(Environment, "set_stop", _set_stop)
     PATCHES.wrap(Environment, "set_error", _set_error)
     PATCHES.wrap(ExecutionState, "_evaluate_with_timeout", _evaluate_with_timeout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from traingrid.aws.client_errors import translated
+from traingrid.aws.client_errors import NO_ANSWER, translated
 from traingrid.aws.clients import client
 
 TAKEN = "ConditionalCheckFailedException"
@@ -30,6 +30,9 @@ def acquire(table: str, name: str, holder: str, now_s: float, hold_s: int) -> bo
             return False
         with translated("DynamoDB", "PutItem"):
             raise
+    except NO_ANSWER:
+        with translated("DynamoDB", "PutItem"):
+            raise
     return True
 
 
@@ -44,5 +47,8 @@ def release(table: str, name: str, holder: str) -> None:
     except ClientError as error:
         if error.response["Error"]["Code"] == TAKEN:
             return
+        with translated("DynamoDB", "DeleteItem"):
+            raise
+    except NO_ANSWER:
         with translated("DynamoDB", "DeleteItem"):
             raise

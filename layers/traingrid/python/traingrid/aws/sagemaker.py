@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from traingrid.aws.client_errors import translated
+from traingrid.aws.client_errors import NO_ANSWER, translated
 from traingrid.aws.clients import client
 from traingrid.errors import TrainGridError
 
@@ -26,6 +26,9 @@ def create_training_job(region: str, request: dict[str, Any]) -> str:
         code = error.response["Error"]["Code"]
         if code in CAPACITY_CODES:
             raise CapacityUnavailable(f"{code}: {error.response['Error']['Message']}") from None
+        with translated("SageMaker", "CreateTrainingJob"):
+            raise
+    except NO_ANSWER:
         with translated("SageMaker", "CreateTrainingJob"):
             raise
 
@@ -69,6 +72,9 @@ def stop_training_job(region: str, name: str) -> bool:
         if error.response["Error"]["Code"] == "ValidationException" and (
                 "status" in error.response["Error"]["Message"]):
             return False
+        with translated("SageMaker", "StopTrainingJob"):
+            raise
+    except NO_ANSWER:
         with translated("SageMaker", "StopTrainingJob"):
             raise
     return True

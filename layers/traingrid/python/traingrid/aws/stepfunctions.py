@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from traingrid.aws.client_errors import translated
+from traingrid.aws.client_errors import NO_ANSWER, translated
 from traingrid.aws.clients import client
 
 
@@ -27,6 +27,9 @@ def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> di
             with translated("StepFunctions", "StartExecution"):
                 raise
         return {"execution_arn": arn, "started": False}
+    except NO_ANSWER:
+        with translated("StepFunctions", "StartExecution"):
+            raise
     return {"execution_arn": response["executionArn"], "started": True}
 
 
@@ -42,6 +45,9 @@ def complete_task(token: str, output: Any) -> bool:
     except ClientError as error:
         if error.response["Error"]["Code"] in STALE_TOKEN_CODES:
             return False
+        with translated("StepFunctions", "SendTaskSuccess"):
+            raise
+    except NO_ANSWER:
         with translated("StepFunctions", "SendTaskSuccess"):
             raise
     return True

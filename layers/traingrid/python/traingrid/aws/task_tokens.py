@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from traingrid.aws.client_errors import translated
+from traingrid.aws.client_errors import NO_ANSWER, translated
 from traingrid.aws.clients import client
 
 TTL_MARGIN_S = 24 * 3600
@@ -72,5 +72,8 @@ def forget(table: str, job_id: str, token: str) -> None:
     except ClientError as error:
         if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
             return
+        with translated("DynamoDB", "DeleteItem"):
+            raise
+    except NO_ANSWER:
         with translated("DynamoDB", "DeleteItem"):
             raise

@@ -2,9 +2,9 @@
 record, finish (only the functions that run these have the database layer).
 
 Each step takes the TypedDict its state's Parameters build in the ASL and returns its own,
-checked by mypy, not parsed at run time (pydantic would cost these cold starts ~80 ms). The
-one untrusted part, a requested fan-out's options, PlanFanout parses once with the
-FanoutRequest model (pydantic) and plans from the model.
+checked by mypy, not parsed at run time (the state machine wrote it). The one untrusted part,
+a requested fan-out's options, PlanFanout parses once with the FanoutRequest model (pydantic)
+and plans from the model.
 """
 
 from __future__ import annotations

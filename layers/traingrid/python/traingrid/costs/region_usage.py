@@ -52,7 +52,7 @@ def describe_jobs(jobs: Sequence[dict[str, Any]],
         try:
             found[(region, name)] = describe(region, name)
         except TrainGridError as error:  # refused, or the region unreachable
-            if isinstance(error, TrainGridError) and _never_ran(error):
+            if _never_ran(error):
                 reason = ("not priced: it never started (SageMaker has no such job)"
                           if not job.get("job_arn") else
                           "not priced: SageMaker no longer describes it")

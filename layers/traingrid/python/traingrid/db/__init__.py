@@ -45,11 +45,14 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    return getattr(import_module(module), attribute)
+if not TYPE_CHECKING:  # to mypy the names are those above: a misspelt one is an error
+
+    def __getattr__(name: str) -> Any:
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, attribute = _WHERE[name]
+        # Python caches the module; the name is looked up again, a dictionary read.
+        return getattr(import_module(module), attribute)
 
 
 __all__ = [  # the names above, spelled out for the linters

@@ -1,10 +1,10 @@
-"""Verify a run's archive in S3 against the job's output index, and write its manifest (the
-WriteManifest function, in CheckArchive and after an export task). Only that function and the
-janitor load the index model.
+"""Verify a run's archive in S3 against the job's output index, and write its manifest: before
+any export task (CheckArchive) and after one (WriteManifest), a function each.
 
-``write_manifest`` takes WriteManifestEvent and returns ArchiveState, TypedDicts checked by
-mypy: its input is the state machine's own state, so nothing is parsed at run time (the output
-index, which the job wrote, is: ``archive.parse_index``)."""
+``check_archive`` takes CheckArchiveEvent, ``write_manifest`` WriteManifestEvent; both return
+ArchiveState, TypedDicts checked by mypy: their input is the state machine's own state, so
+nothing is parsed at run time (the output index, which the job wrote, is:
+``archive.parse_index``)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,34 @@ from traingrid.errors import ArchiveIncomplete, TrainGridError
 from traingrid.observability import logger
 from traingrid.training import archive, recoveries
 from traingrid.training.plan import MANIFEST_NAME
-from traingrid.vocabulary.training_run import ArchiveState, WriteManifestEvent
+from traingrid.vocabulary.training_run import (
+    ArchiveState,
+    CheckArchiveEvent,
+    ExportState,
+    WriteManifestEvent,
+)
 
 INDEX_MAX_BYTES = 8 * 1024 * 1024  # a job's output index: ~100 bytes a file
 
 
-def write_manifest(event: WriteManifestEvent) -> ArchiveState:
-    """Verify the archive in S3 against the job's output index and write the manifest of
-    every archived object.
+def check_archive(event: CheckArchiveEvent) -> ArchiveState:
+    """CheckArchive, before any export task: the job exported its outputs as it ended; if S3
+    holds every file of its output index, write the manifest (``complete: true``), else answer
+    ``complete: false`` and the export task copies the rest."""
+    return _verified(event, None)
 
-    Before any export task (no ``export`` in the event) an incomplete archive is an answer,
-    ``complete: false``, and the export task copies the rest; after one, it is an error and
-    nothing is deleted."""
-    plan, export, job = event["plan"], event.get("export"), event["job"]
+
+def write_manifest(event: WriteManifestEvent) -> ArchiveState:
+    """WriteManifest, after the export task: write the manifest, or raise ArchiveIncomplete
+    (nothing is deleted) when S3 still lacks a file of the job's output index."""
+    return _verified(event, event["export"])
+
+
+def _verified(event: CheckArchiveEvent, export: ExportState | None) -> ArchiveState:
+    """Verify the archive in S3 against the job's output index and write the manifest of
+    every archived object; before an export task (``export`` None) an incomplete archive is
+    an answer, after one an error."""
+    plan, job = event["plan"], event["job"]
     bucket, prefix = plan["archive"]["bucket"], plan["archive"]["prefix"]
     outputs = archive.outputs_of(plan["archive"])
     manifest_key = prefix + MANIFEST_NAME

@@ -1,7 +1,7 @@
 """The TrainingRun step that writes the run's outcome to the campaign database.
 
-It takes RecordRunEvent, a TypedDict checked by mypy, not parsed at run time (pydantic would
-cost the cold start ~80 ms): the run's state is read field by field, defensively
+It takes RecordRunEvent, a TypedDict checked by mypy, not parsed at run time (the state machine
+wrote it): the run's state is read field by field, defensively
 (``outcome.from_state``), since a run that failed early has little of it."""
 
 from __future__ import annotations

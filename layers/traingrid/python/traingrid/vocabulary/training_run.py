@@ -256,13 +256,18 @@ class NextAttemptEvent(TypedDict):
     archive: PlanArchive
 
 
-class WriteManifestEvent(TypedDict):
-    """CheckArchive's input (before any export task) and WriteManifest's (after one)."""
+class CheckArchiveEvent(TypedDict):
+    """CheckArchive's input: before any export task."""
 
     plan: RunPlan
     job: TrainingJobState
     file_system: FileSystemState
-    export: NotRequired[ExportState]
+
+
+class WriteManifestEvent(CheckArchiveEvent):
+    """WriteManifest's input: after the export task."""
+
+    export: ExportState
 
 
 class ArchiveState(TypedDict):

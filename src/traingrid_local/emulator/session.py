@@ -163,7 +163,12 @@ class Emulator:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         sfn_events.silence()  # what the session stops as it closes is not news
-        self.stop_running_executions()
+        try:
+            self.stop_running_executions()
+        finally:  # whatever happened, the session closes: an open one would block the next
+            self._close()
+
+    def _close(self) -> None:
         ALARMS.clear()
         batch.freeze()
         try:
@@ -200,14 +205,27 @@ class Emulator:
                 stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"
             )["executions"]
         ]
-        for arn in running:
-            sfn.stop_execution(executionArn=arn, error="Emulator.Closed",
-                               cause="the emulator session ended")
         deadline = time.monotonic() + grace_seconds
+        for arn in running:
+            self._stop_execution(sfn, arn, deadline)
         while running and time.monotonic() < deadline:
             running = [a for a in running
                        if sfn.describe_execution(executionArn=a)["status"] == "RUNNING"]
             time.sleep(0.05)
+
+    @staticmethod
+    def _stop_execution(sfn: Any, arn: str, deadline: float) -> None:
+        """Stop one execution; one that has only just started has no interpreter yet to stop
+        (moto's worker sets it up on its thread): try again until ``deadline``."""
+        while True:
+            try:
+                sfn.stop_execution(executionArn=arn, error="Emulator.Closed",
+                                   cause="the emulator session ended")
+                return
+            except AttributeError:  # moto: ExecutionWorker.env is still None
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def paused(self) -> Any:
         """Hold the simulated clock, e.g. while uploading what takes seconds on AWS."""

@@ -11,8 +11,19 @@ import pytest
 
 from tests.integration.iam import missing_permissions
 from traingrid_local.emulator import lambda_inprocess
+from traingrid_local.emulator.account import ACCOUNT
 from traingrid_local.stack import sample_campaign
 from traingrid_local.stack.environment import DEMO_BUCKET
+
+# The module's runs overlap, and on a busy machine a run's file system is deleted after the
+# next run has asked for its own: in an account on FSx's default storage quota the later one
+# would be refused (test_fsx_quota). Here the increase was granted, as for the load test.
+FSX_QUOTA_GIB = 1_000_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def granted_fsx_quota(served_api):
+    ACCOUNT.raise_fsx_storage(FSX_QUOTA_GIB)
 
 pytestmark = pytest.mark.e2e
 

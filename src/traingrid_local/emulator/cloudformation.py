@@ -22,6 +22,10 @@
   ``<stack>-<LogicalId>-<random>`` cut to the type's length limit (moto prefixes every name
   with the stack's and never cuts); a given name (``StateMachineName``, ``LayerName``) is kept.
   A policy written against a guessed name then fails here as it would on AWS.
+- a nested stack (``AWS::CloudFormation::Stack``) is named ``<parent>-<LogicalId>-<13
+  random>``, as CloudFormation names it (moto: its logical id), so its resources' names carry
+  it; ``!GetAtt <Nested>.Outputs.<Name>`` is that output's value (moto: nothing), and one the
+  nested stack does not have fails the deploy, as on AWS.
 """
 
 from __future__ import annotations
@@ -95,6 +99,11 @@ NAMING = {
                                    alphabet=_MIXED),
     "AWS::Batch::JobDefinition": Naming("JobDefinitionName", 128, stack_prefix=False,
                                         suffix=16, alphabet=_MIXED),
+    # RDS takes lowercase identifiers of 63 at most, beginning with a letter.
+    "AWS::RDS::DBCluster": Naming("DBClusterIdentifier", 63, lower=True),
+    "AWS::RDS::DBInstance": Naming("DBInstanceIdentifier", 63, lower=True),
+    # ``traingrid-TrainingRunStack-1RX3CQ2V0T4OA``: no property names a nested stack.
+    "AWS::CloudFormation::Stack": Naming("", 128, suffix=13),
 }
 
 
@@ -242,6 +251,16 @@ def _parse_template(previous: Callable[[str], dict[str, Any]]) -> Callable[[str]
     return parse_template
 
 
+def _stack_output(self: FakeStack, attribute: str) -> Any:
+    """``!GetAtt <Nested>.Outputs.<Name>``: the nested stack's output."""
+    name = attribute.removeprefix("Outputs.")
+    output = self.output_map[name] if name in self.output_map.outputs else None
+    if name == attribute or output is None:
+        raise parsing.ValidationError(
+            message=f"Template error: stack {self.name} has no output {name!r}")
+    return output.value
+
+
 def apply() -> None:
     PATCHES.wrap(FakeStack, "parse_template",
                  lambda previous: staticmethod(_parse_template(original_function(previous))))
@@ -256,3 +275,4 @@ def apply() -> None:
                     classmethod(_compute_environment_create))
     PATCHES.wrap(ResourceMap, "load_parameters", _load_parameters)
     PATCHES.wrap(FakeStack, "parameter_list", _parameter_list)
+    PATCHES.add(FakeStack, "get_cfn_attribute", _stack_output)

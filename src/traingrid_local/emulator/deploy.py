@@ -3,7 +3,10 @@
 The same three steps as ``sam deploy``: package local code and definitions into an artifacts
 bucket (what ``sam package`` does), transform the SAM template offline with
 aws-sam-translator, and create the CloudFormation stack (moto CloudFormation, with the
-adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``). The API
+adaptations in :mod:`traingrid_local.emulator.cloudformation` and ``sfn_stack``). Each nested
+template (``stacks/``) is packaged and transformed the same way and uploaded, its address in
+place of its path, as ``sam package`` does; CloudFormation then creates it as a stack of its
+own, named after its parent, with the parameters its parent passes. The API
 Gateway resources SAM generates are left out (:mod:`traingrid_local.emulator.api_gateway` says
 why); ``traingrid serve`` stands in for them.
 
@@ -29,22 +32,25 @@ from typing import Any
 import boto3
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
-from samtranslator.yaml_helper import yaml_parse
 
 from traingrid_local.emulator.api_gateway import without_api_gateway
 from traingrid_local.emulator.patching import Patches
 from traingrid_local.emulator.session import Emulator
+from traingrid_local.stack.templates import (
+    NESTED,
+    PACKAGED,
+    PROJECT_ROOT,
+    TEMPLATE,
+    load_template,
+    nested_templates,
+    read_template,
+)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-TEMPLATE = PROJECT_ROOT / "template.yaml"
+__all__ = ["TEMPLATE", "REGIONAL_TEMPLATE", "DeployError", "Stack", "deploy", "load_template",
+           "package", "stand_in_environment", "translate"]
+
 REGIONAL_TEMPLATE = PROJECT_ROOT / "regional" / "template.yaml"
 ARTIFACTS_BUCKET = "traingrid-emulator-artifacts"
-# Local-folder properties `sam package` uploads, per resource type.
-PACKAGED = {
-    "AWS::Serverless::Function": "CodeUri",
-    "AWS::Serverless::LayerVersion": "ContentUri",
-    "AWS::Serverless::StateMachine": "DefinitionUri",
-}
 
 
 class DeployError(RuntimeError):
@@ -55,8 +61,8 @@ class DeployError(RuntimeError):
 class Stack:
     name: str
     outputs: dict[str, str]
-    resources: dict[str, str]  # logical id → physical id
-    template: dict[str, Any]  # as translated
+    resources: dict[str, str]  # logical id → physical id, over every nested stack too
+    template: dict[str, Any]  # as translated; its Resources those of the nested stacks too
     # What the emulator could not create (logical ids, "Outputs.<key>"), see api_gateway.
     left_out: tuple[str, ...] = ()
 
@@ -70,10 +76,6 @@ class Stack:
             for logical, arn in self.resources.items()
             if self.template["Resources"][logical]["Type"] == "AWS::StepFunctions::StateMachine"
         }
-
-
-def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    return yaml_parse(path.read_text())
 
 
 def stand_in_environment(template: dict[str, Any] | None = None) -> dict[str, str]:
@@ -183,19 +185,66 @@ def _network(emulator: Emulator, region: str, declared: dict[str, Any]) -> dict[
     return {k: v for k, v in values.items() if k in declared}
 
 
+@dataclass
+class _Prepared:
+    template: dict[str, Any]  # ready for CloudFormation
+    resources: dict[str, Any]  # its resources and its nested templates', as translated
+    left_out: list[str]
+
+
+def _prepared(path: Path, upload: Upload, region: str) -> _Prepared:
+    """The template at ``path`` as ``sam deploy`` hands it to CloudFormation: each nested
+    template prepared the same way and uploaded, its address in place of its path; its own code
+    packaged; the SAM transform applied; the API Gateway resources left out."""
+    template = read_template(path)
+    resources: dict[str, Any] = {}
+    left_out: list[str] = []
+    for logical_id, child_path in nested_templates(template, path.parent).items():
+        child = _prepared(child_path, upload, region)
+        body = json.dumps(child.template).encode()
+        key = f"{logical_id}/{hashlib.sha256(body).hexdigest()}.json"
+        upload(key, body)
+        resource = template["Resources"][logical_id]
+        resource["Properties"][NESTED[resource["Type"]]] = (
+            f"https://{ARTIFACTS_BUCKET}.s3.{region}.amazonaws.com/{key}")
+        resources |= child.resources
+        left_out += child.left_out
+        _forget_outputs(template, logical_id, child.left_out)
+    if "Transform" in template:
+        template = translate(package(template, upload, path.parent), region)
+    template, mine = without_api_gateway(template)
+    resources |= template["Resources"]
+    return _Prepared(template, resources, left_out + mine)
+
+
+def _forget_outputs(template: dict[str, Any], nested: str, left_out: list[str]) -> None:
+    """Take out of ``template`` its outputs that pass on an output the nested stack left out."""
+    gone = {f"{nested}.{name}" for name in left_out if name.startswith("Outputs.")}
+    outputs = template.get("Outputs", {})
+    for key in [k for k, o in outputs.items()
+                if ".".join(o["Value"].get("Fn::GetAtt", [])) in gone]:
+        del outputs[key]
+        left_out.append(f"Outputs.{key}")
+
+
 def deploy(emulator: Emulator, stack_name: str = "traingrid",
            parameters: dict[str, str] | None = None, template_path: Path = TEMPLATE,
            region: str | None = None) -> Stack:
-    """Package, translate (SAM templates) and create the stack; raise DeployError with the
-    reason if it fails. A VPC and subnets are made for templates that ask for them."""
+    """Package, translate (SAM templates) and create the stack and its nested stacks; raise
+    DeployError with the reason if it fails. A VPC and subnets are made for templates that ask
+    for them."""
     region = region or emulator.region
-    template = load_template(template_path)
-    if "Transform" in template:
-        s3 = emulator.client("s3", region)
-        s3.create_bucket(Bucket=ARTIFACTS_BUCKET, **_location(region))
-        template = translate(package(template, lambda key, body: s3.put_object(
-            Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)), region)
-    template, left_out = without_api_gateway(template)
+    s3 = emulator.client("s3", region)
+    buckets: list[str] = []
+
+    def upload(key: str, body: bytes) -> None:
+        if not buckets:  # made on first use: a template without code or nesting needs none
+            s3.create_bucket(Bucket=ARTIFACTS_BUCKET, **_location(region))
+            buckets.append(ARTIFACTS_BUCKET)
+        s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)
+
+    prepared = _prepared(template_path, upload, region)
+    template = prepared.template
     declared = template.get("Parameters", {})
     network = _network(emulator, region, declared) if "VpcId" in declared else {}
     values = network | (parameters or {})
@@ -210,13 +259,26 @@ def deploy(emulator: Emulator, stack_name: str = "traingrid",
     if description["StackStatus"] != "CREATE_COMPLETE":
         raise DeployError(f"stack {stack_name}: {description['StackStatus']}: "
                           f"{description.get('StackStatusReason', '')}")
-    resources = {
-        r["LogicalResourceId"]: r["PhysicalResourceId"]
-        for r in cfn.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]
-        if r["LogicalResourceId"]  # moto lists the types it skipped with empty ids
-    }
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
-    return Stack(stack_name, outputs, resources, template, tuple(left_out))
+    whole = template | {"Resources": prepared.resources}
+    return Stack(stack_name, outputs, _physical_ids(cfn, stack_name), whole,
+                 tuple(prepared.left_out))
+
+
+def _physical_ids(cfn: Any, stack_name: str) -> dict[str, str]:
+    """Logical id → physical id of every resource of the stack and of its nested stacks."""
+    found: dict[str, str] = {}
+    for summary in cfn.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]:
+        logical, physical = summary["LogicalResourceId"], summary["PhysicalResourceId"]
+        if not logical:  # moto lists the types it skipped with empty ids
+            continue
+        if summary["ResourceType"] == "AWS::CloudFormation::Stack":
+            nested = _physical_ids(cfn, physical)
+            if clash := set(nested) & set(found):
+                raise DeployError(f"logical ids in two nested stacks: {sorted(clash)}")
+            found |= nested
+        found[logical] = physical
+    return found
 
 
 def _location(region: str) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def test_a_deploy_applies_the_newest_migration():
     """The template's SchemaRevision changes with each migration, so a deploy runs it."""
     newest = max(p.name.split("_", 1)[0]
                  for p in (ROOT / "schema" / "migrations" / "versions").glob("[0-9]*_*.py"))
-    template = (ROOT / "template.yaml").read_text()
+    template = (ROOT / "stacks" / "database.yaml").read_text()
     assert newest == HEAD and f'SchemaRevision: "{HEAD}"' in template
 
 

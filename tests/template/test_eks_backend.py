@@ -143,7 +143,7 @@ def test_eks_nodes_may_send_dns_to_coredns_in_the_vpc_and_the_template_asks_for_
 def test_eks_nodes_keep_the_amis_efa_driver():
     """EKS's accelerated AL2023 AMI has EFA's host components: the launch templates' EFA
     step installs only where the driver is missing (the ECS AMI)."""
-    text = (PROJECT_ROOT / "template.yaml").read_text()
+    text = (PROJECT_ROOT / "stacks" / "batch.yaml").read_text()
     script = text[text.index("# The EFA driver and rdma-core on the host"):]
     guard, install = script.index("if modinfo efa"), script.index("./efa_installer.sh -y")
     assert guard < script.index("exit 0") < install
@@ -241,16 +241,29 @@ def test_backend_names_and_exit_codes_of_either_backend():
     assert last_attempt_container({}) == {}
 
 
-def test_cfn_lint_is_clean_with_the_backend_on():
+def test_cfn_lint_is_clean_with_the_backend_on(tmp_path):
+    """The root and the nested templates whose resources the backend chooses, each linted with
+    the parameters it declares (the root's defaults for the rest, as it passes them)."""
+    import json
     import subprocess
     import sys
     from pathlib import Path
 
+    from traingrid_local.templates import read_template
+
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run(
-        [str(cfn_lint), str(PROJECT_ROOT / "template.yaml"), "--parameters",
-         f"EksClusterName={CLUSTER}", "EksNamespace=traingrid", "VpcId=vpc-12345678",
-         "EksKubernetesVersion=1.31", "VpcCidr=10.20.0.0/16",
-         "TrainingSubnetIds=subnet-12345678,subnet-87654321"],
-        capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    given = {"EksClusterName": CLUSTER, "EksNamespace": "traingrid", "VpcId": "vpc-12345678",
+             "EksKubernetesVersion": "1.31", "VpcCidr": "10.20.0.0/16",
+             "TrainingSubnetIds": "subnet-12345678,subnet-87654321"}
+    root = read_template(PROJECT_ROOT / "template.yaml")["Parameters"]
+    for name in ("template.yaml", "stacks/batch.yaml", "stacks/network.yaml"):
+        declared = read_template(PROJECT_ROOT / name)["Parameters"]
+        values = {k: str(root.get(k, {}).get("Default", "x")) for k in declared} | {
+            k: v for k, v in given.items() if k in declared}
+        listed = tmp_path / f"{Path(name).stem}.json"  # a list parameter as a list
+        listed.write_text(json.dumps([
+            {"ParameterKey": k, "ParameterValue": v.split(",") if "List" in
+             str(declared[k].get("Type")) else v} for k, v in values.items()]))
+        result = subprocess.run([str(cfn_lint), str(PROJECT_ROOT / name), "--parameter-files",
+                                 str(listed)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, name + result.stdout + result.stderr

@@ -27,6 +27,7 @@ from traingrid_local.emulator.deploy import (
     stand_in_environment,
 )
 from traingrid_local.schemas import SCHEMA_DIR, SCHEMAS, render
+from traingrid_local.templates import template_files
 
 ROOT = TEMPLATE.parent
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
@@ -86,8 +87,8 @@ def state_machines(template) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]
 
 def test_cfn_lint_is_clean():
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run([str(cfn_lint), str(TEMPLATE), str(ROOT / "regional/template.yaml")],
-                            capture_output=True, text=True, timeout=120)
+    files = [*map(str, template_files()), str(ROOT / "regional/template.yaml")]
+    result = subprocess.run([str(cfn_lint), *files], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

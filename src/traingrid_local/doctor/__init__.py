@@ -24,11 +24,11 @@ from traingrid_local.doctor.needs import (
     ConfigurationError,
     Needs,
     parse_pairs,
-    parse_template,
     read_template,
     samconfig_overrides,
     template_defaults,
 )
+from traingrid_local.templates import TEMPLATE, TemplateError, flatten, parse_template
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 DEFAULT_NODES: int = TrainingRunRequest.model_fields["nodes"].default
@@ -103,9 +103,28 @@ class Report:
                 "ok": not self.blockers}
 
 
-def read_needs(options: Options, aws: Aws) -> Needs:
-    from traingrid_local.emulator.deploy import TEMPLATE
+def _deployed(aws: Aws, stack: str) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
+    """A deployed stack's template as written, read through its nested stacks' (as
+    :func:`traingrid_local.templates.load_template` reads the files), and its resources
+    (logical id → type, physical id) over them all."""
+    body = aws.call("cloudformation", "get_template", StackName=stack,
+                    TemplateStage="Original")["TemplateBody"]
+    template = body if isinstance(body, dict) else parse_template(body)
+    resources: dict[str, tuple[str, str]] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for listed in aws.pages("cloudformation", "list_stack_resources",
+                            "StackResourceSummaries", StackName=stack):
+        logical_id, kind = listed.get("LogicalResourceId"), listed["ResourceType"]
+        if not logical_id:
+            continue
+        resources[logical_id] = (kind, listed["PhysicalResourceId"])
+        if kind == "AWS::CloudFormation::Stack":
+            nested[logical_id], inner = _deployed(aws, listed["PhysicalResourceId"])
+            resources |= inner
+    return flatten(template, list(nested), nested.__getitem__), resources
 
+
+def read_needs(options: Options, aws: Aws) -> Needs:
     template_path = options.template or TEMPLATE
     resources: dict[str, tuple[str, str]] = {}
     if options.stack is None:
@@ -119,16 +138,12 @@ def read_needs(options: Options, aws: Aws) -> Needs:
         try:
             stack = aws.call("cloudformation", "describe_stacks",
                              StackName=options.stack)["Stacks"][0]
-            body = aws.call("cloudformation", "get_template", StackName=options.stack,
-                            TemplateStage="Original")["TemplateBody"]
-            listed = aws.pages("cloudformation", "list_stack_resources",
-                               "StackResourceSummaries", StackName=options.stack)
-            resources = {r["LogicalResourceId"]: (r["ResourceType"], r["PhysicalResourceId"])
-                         for r in listed if r.get("LogicalResourceId")}
+            template, resources = _deployed(aws, options.stack)
         except AwsError as error:
             raise CannotRead(f"cannot read stack {options.stack} in {options.region}: "
                              f"{error.code}: {error.message}") from None
-        template = body if isinstance(body, dict) else parse_template(body)
+        except TemplateError as error:
+            raise CannotRead(f"cannot read stack {options.stack}'s template: {error}") from None
         parameters = template_defaults(template) | {
             p["ParameterKey"]: p.get("ResolvedValue", p.get("ParameterValue", ""))
             for p in stack.get("Parameters", [])}

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from samtranslator.yaml_helper import intrinsics_multi_constructor
 
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, InstanceType
+
+from traingrid_local.templates import TemplateError, load_template, template_files
 
 ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"
                      r"(?:\.cn)?/(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[\w.-]+))?"
@@ -31,33 +32,20 @@ ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.a
 SUB_VARIABLE = re.compile(r"\$\{([A-Za-z0-9:._]+)\}")
 
 
-class _TemplateLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """YAML with CloudFormation's short forms (``!Ref``…), as ``sam`` reads it; libyaml's
-    parser where installed (the template parses ten times faster)."""
-
-
-_TemplateLoader.add_multi_constructor("!", intrinsics_multi_constructor)
-
-
-def parse_template(text: str) -> dict[str, Any]:
-    parsed = yaml.load(text, Loader=_TemplateLoader)  # noqa: S506 - a safe loader
-    if not isinstance(parsed, dict):
-        raise ConfigurationError("the template is not a YAML or JSON mapping")
-    return parsed
-
-
 def read_template(path: Path) -> dict[str, Any]:
-    """The template at ``path`` (parsed once while it is unchanged)."""
+    """The stack's template at ``path``, read through the templates it nests (parsed once
+    while none of them changes)."""
     try:
-        status = path.stat()
-        return copy.deepcopy(_read(str(path), status.st_mtime_ns, status.st_size))
-    except (OSError, yaml.YAMLError) as error:
+        files = template_files(path)
+        stamps = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+        return copy.deepcopy(_read(str(path), stamps))
+    except (OSError, yaml.YAMLError, TemplateError) as error:
         raise ConfigurationError(f"cannot read {path}: {error}") from None
 
 
 @functools.lru_cache(maxsize=4)
-def _read(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
-    return parse_template(Path(path).read_text())
+def _read(path: str, _stamps: tuple[tuple[str, int, int], ...]) -> dict[str, Any]:
+    return load_template(Path(path))
 
 
 class ConfigurationError(ValueError):

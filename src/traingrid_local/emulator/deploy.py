@@ -36,7 +36,7 @@ from samtranslator.translator.translator import Translator
 from traingrid_local.emulator.api_gateway import without_api_gateway
 from traingrid_local.emulator.patching import Patches
 from traingrid_local.emulator.session import Emulator
-from traingrid_local.stack.templates import (
+from traingrid_local.templates import (
     NESTED,
     PACKAGED,
     PROJECT_ROOT,

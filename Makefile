@@ -155,15 +155,21 @@ typecheck: install $(TRAINER_VENV)/.installed
 	$(BIN)/mypy src/traingrid_local
 	$(BIN)/mypy --python-executable $(TRAINER_VENV)/bin/python containers/mnp/traingrid_trainer
 
+# The root template, the nested ones under stacks/ (sam build builds them with the root's) and
+# the regional one.
+TEMPLATES := template.yaml $(sort $(wildcard stacks/*.yaml))
+
 template-check: install $(SAM_VENV)/.installed
-	$(BIN)/cfn-lint template.yaml regional/template.yaml
-	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint --template template.yaml
+	$(BIN)/cfn-lint $(TEMPLATES) regional/template.yaml
+	for template in $(TEMPLATES); do \
+		AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint --template $$template || exit 1; \
+	done
 	$(MAKE) sam-build
 
 # A finding fails the build unless the resource's Metadata skips it with a reason.
 security-check: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 	$(CHECKOV) --quiet --compact --skip-download --framework cloudformation \
-		--file template.yaml --file regional/template.yaml
+		$(addprefix --file ,$(TEMPLATES)) --file regional/template.yaml
 
 # Known vulnerabilities (PyPA advisories, via PyPI's JSON API per version; AUDIT_SERVICE=osv asks
 # OSV) in the dev venv's pins, the trainer's and what the images install. --strict: a package

@@ -16,8 +16,8 @@ from traingrid_local.cli.main import app
 from traingrid_local.doctor.checks import S3_DATA_REPOSITORY
 from traingrid_local.doctor.needs import read_template, template_defaults
 from traingrid_local.emulator.account import ACCOUNT
-from traingrid_local.emulator.deploy import TEMPLATE
 from traingrid_local.emulator.session import Emulator
+from traingrid_local.templates import TEMPLATE
 
 runner = CliRunner()
 SESSION = boto3.session.Session()

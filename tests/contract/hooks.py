@@ -25,7 +25,7 @@ from schemathesis.generation import GenerationMode
 
 from traingrid.training.mpi_params import mpi_params_problems
 from traingrid.training.run_request import TrainingRunRequest, dataset_problems
-from traingrid_local.emulator.deploy import load_template
+from traingrid_local.templates import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
 DEFAULT_WARMUP_EPOCHS = TrainingRunRequest.model_fields["warmup_epochs"].default

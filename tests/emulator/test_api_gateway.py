@@ -8,7 +8,8 @@ import json
 import pytest
 
 from traingrid_local.emulator.api_gateway import references, without_api_gateway
-from traingrid_local.emulator.deploy import load_template, package, translate
+from traingrid_local.emulator.deploy import package, translate
+from traingrid_local.templates import load_template
 
 API_PERMISSIONS = {f"ApiFunction{event}PermissionStage" for event in (
     "SubmitRun", "SubmitCommandRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs",

@@ -167,7 +167,8 @@ def test_the_pinned_moto_is_the_one_the_project_installs():
 
 
 def test_translating_the_template_leaves_the_translators_log_levels_as_they_were():
-    from traingrid_local.emulator.deploy import load_template, package, translate
+    from traingrid_local.emulator.deploy import package, translate
+    from traingrid_local.templates import load_template
 
     loggers = [logging.getLogger(name) for name in
                ("samtranslator.feature_toggle", "samtranslator.metrics.metrics")]

@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from traingrid.aws import secrets as db_secrets
 from traingrid.aws.secrets import ca_bundle, url_from_secret
-from traingrid_local.emulator.deploy import load_template
+from traingrid_local.templates import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYER_BUNDLE = ROOT / "layers" / "database" / "rds-ca" / "global-bundle.pem"

@@ -28,8 +28,8 @@ from traingrid.training.trigger import request_from_manifest
 from traingrid.validation import parse
 from traingrid_local.api.server import API_FUNCTION, api_routes, lambda_invoker, proxy_event
 from traingrid_local.demo.runner import upload_sample_dataset
-from traingrid_local.emulator.deploy import load_template
 from traingrid_local.stack.environment import DEMO_BUCKET
+from traingrid_local.templates import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"

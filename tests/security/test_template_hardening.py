@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.iam_actions import as_list, statements
-from traingrid_local.emulator.deploy import load_template, package, translate
+from traingrid_local.emulator.deploy import package, translate
+from traingrid_local.templates import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_SECRET = {"Fn::If": ["CreateDatabase",

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from traingrid_local.emulator.deploy import load_template, package, translate
+from traingrid_local.emulator.deploy import package, translate
+from traingrid_local.templates import load_template
 
 
 @pytest.fixture(scope="module")

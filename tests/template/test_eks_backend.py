@@ -35,7 +35,7 @@ from traingrid.training.plan import DatasetSize, plan_run
 from traingrid.training.run_request import TrainingRunRequest
 from traingrid.validation import parse
 from traingrid.vocabulary.catalog import INSTANCE_TYPES
-from traingrid_local.emulator.deploy import PROJECT_ROOT
+from traingrid_local.templates import PROJECT_ROOT
 
 ASL = PROJECT_ROOT / "statemachines" / "training_run.asl.json"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.iam_actions import as_list, statements
 from traingrid.training.attempts import FailureKind, classify
-from traingrid_local.emulator.deploy import TEMPLATE
+from traingrid_local.templates import TEMPLATE
 
 DOCKERFILE = TEMPLATE.parent / "containers" / "mnp" / "Dockerfile"
 EFA_TEMPLATES = ("TrainingLaunchTemplateP3dn", "TrainingLaunchTemplateP4d",

@@ -27,7 +27,7 @@ from tests.template.aws_calls import (
 from traingrid.training.plan import DatasetSize, plan_run
 from traingrid.training.run_request import TrainingRunRequest
 from traingrid.vocabulary.catalog import DeploymentType
-from traingrid_local.emulator.deploy import REGIONAL_TEMPLATE, TEMPLATE, load_template
+from traingrid_local.templates import REGIONAL_TEMPLATE, TEMPLATE, load_template
 
 ROOT = TEMPLATE.parent
 TEMPLATES = {"template.yaml": TEMPLATE, "regional/template.yaml": REGIONAL_TEMPLATE}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from traingrid_local.emulator.deploy import load_template
+from traingrid_local.templates import load_template
 from traingrid_node import emf
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,13 +21,9 @@ from traingrid.settings import ApiSettings
 from traingrid.training.plan import DEFAULT_TRAIN_COMMAND, job_environment
 from traingrid.training.run_request import TrainingRunRequest
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, job_memory_mib, resource_requirements
-from traingrid_local.emulator.deploy import (
-    TEMPLATE,
-    load_template,
-    stand_in_environment,
-)
+from traingrid_local.emulator.deploy import stand_in_environment
 from traingrid_local.schemas import SCHEMA_DIR, SCHEMAS, render
-from traingrid_local.templates import template_files
+from traingrid_local.templates import TEMPLATE, load_template, template_files
 
 ROOT = TEMPLATE.parent
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9]+)\}")

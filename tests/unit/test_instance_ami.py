@@ -15,7 +15,8 @@ from traingrid.training import plan_step
 from traingrid.training.plan import DatasetSize
 from traingrid.training.run_request import TrainingRunRequest, require_runnable_here
 from traingrid.vocabulary.catalog import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, needs_own_ami
-from traingrid_local.emulator.deploy import load_template, stand_in_environment
+from traingrid_local.emulator.deploy import stand_in_environment
+from traingrid_local.templates import load_template
 
 DATASET = "s3://data/imagenet/"
 NOW = datetime(2026, 11, 25, tzinfo=UTC)

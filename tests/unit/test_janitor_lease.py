@@ -12,7 +12,7 @@ from moto import mock_aws
 from traingrid.aws import clients, leases
 from traingrid.janitor import sweep as sweep_module
 from traingrid.settings import JanitorSettings
-from traingrid_local.emulator.deploy import load_template
+from traingrid_local.templates import load_template
 
 TABLE = "janitor-lease"
 SCHEDULE = {"detail-type": "Scheduled Event", "time": "2026-11-25T18:00:00Z"}

@@ -13,7 +13,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from traingrid_local.emulator.deploy import REGIONAL_TEMPLATE, load_template
+from traingrid_local.templates import REGIONAL_TEMPLATE, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 # Stand-ins that record every call; docker answers `image inspect` with the local image's ID

@@ -13,7 +13,7 @@ from traingrid.settings import Settings
 from traingrid.training.run_request import TrainingRunRequest, require_runnable_here
 from traingrid.vocabulary import catalog
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, loader_shared_memory_mib
-from traingrid_local.emulator.deploy import load_template
+from traingrid_local.templates import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = "s3://data/imagenet/"

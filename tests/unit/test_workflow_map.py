@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 
-from traingrid_local.emulator.deploy import load_template
 from traingrid_local.stack import workflow_map
+from traingrid_local.templates import load_template
 
 
 def test_the_page_is_what_the_asl_the_template_and_the_handlers_say():

@@ -51,8 +51,8 @@ from traingrid_local.api.bodies import (
 )
 from traingrid_local.api.client import BODY_METHODS, TOKEN_HEADER
 from traingrid_local.api.throttle import THROTTLED_BODY, TOO_MANY_REQUESTS, TokenBucket
-from traingrid_local.emulator.deploy import PROJECT_ROOT, TEMPLATE, load_template
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
+from traingrid_local.templates import PROJECT_ROOT, TEMPLATE, load_template
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from traingrid_local.emulator.deploy import TEMPLATE, load_template
+from traingrid_local.templates import TEMPLATE, load_template
 
 API_RESOURCE = "Api"
 TOO_MANY_REQUESTS = 429

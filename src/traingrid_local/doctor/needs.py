@@ -23,7 +23,6 @@ from typing import Any
 import yaml
 
 from traingrid.vocabulary.catalog import INSTANCE_TYPES, InstanceType
-
 from traingrid_local.templates import TemplateError, load_template, template_files
 
 ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"

@@ -46,10 +46,6 @@ from traingrid_local.templates import (
     read_template,
 )
 
-__all__ = ["TEMPLATE", "REGIONAL_TEMPLATE", "DeployError", "Stack", "deploy", "load_template",
-           "package", "stand_in_environment", "translate"]
-
-REGIONAL_TEMPLATE = PROJECT_ROOT / "regional" / "template.yaml"
 ARTIFACTS_BUCKET = "traingrid-emulator-artifacts"
 
 

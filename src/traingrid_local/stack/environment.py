@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traingrid.db.migrate import upgrade
-from traingrid_local.emulator.deploy import REGIONAL_TEMPLATE, Stack, deploy
+from traingrid_local.emulator.deploy import Stack, deploy
 from traingrid_local.emulator.session import Emulator
+from traingrid_local.templates import REGIONAL_TEMPLATE
 
 CAMPAIGN_REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "eu-central-1")
 DEMO_BUCKET = "traingrid-demo-data"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traingrid_local.emulator.deploy import TEMPLATE, load_template
+from traingrid_local.templates import TEMPLATE, load_template
 
 ROOT = TEMPLATE.parent
 PAGE = ROOT / "docs" / "workflow-map.md"

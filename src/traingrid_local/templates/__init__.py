@@ -29,6 +29,7 @@ from samtranslator.yaml_helper import intrinsics_multi_constructor
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = PROJECT_ROOT / "template.yaml"
+REGIONAL_TEMPLATE = PROJECT_ROOT / "regional" / "template.yaml"
 # The resource types that nest a template, and the property naming it.
 NESTED = {"AWS::Serverless::Application": "Location", "AWS::CloudFormation::Stack": "TemplateURL"}
 # Local-folder properties `sam package` uploads, per resource type: a path relative to the

@@ -25,7 +25,9 @@
 - a nested stack (``AWS::CloudFormation::Stack``) is named ``<parent>-<LogicalId>-<13
   random>``, as CloudFormation names it (moto: its logical id), so its resources' names carry
   it; ``!GetAtt <Nested>.Outputs.<Name>`` is that output's value (moto: nothing), and one the
-  nested stack does not have fails the deploy, as on AWS.
+  nested stack does not have fails the deploy, as on AWS; a list passed to a nested stack's
+  parameter fails it too ("You can't pass values of type CommaDelimitedList to a nested
+  stack", AWS Knowledge Center: join it in the parent), where moto passes it on.
 """
 
 from __future__ import annotations
@@ -261,6 +263,24 @@ def _stack_output(self: FakeStack, attribute: str) -> Any:
     return output.value
 
 
+def _nested_stack_create(previous: Any) -> classmethod[Any, ..., Any]:
+    create = original_function(previous)
+
+    def nested_stack_create(cls, resource_name: str, cloudformation_json: dict[str, Any],  # noqa: ANN001
+                            account_id: str, region_name: str, **kwargs: Any) -> FakeStack:
+        passed = cloudformation_json["Properties"].get("Parameters", {})
+        if lists := sorted(k for k, v in passed.items() if isinstance(v, list)):
+            raise parsing.ValidationError(message=(
+                f"Template error: nested stack {resource_name}: the values of {', '.join(lists)} "
+                "are lists; a nested stack's parameters take strings (Fn::Join a list)"))
+        stringly = {k: str(v) for k, v in passed.items()}
+        json_ = cloudformation_json | {"Properties": cloudformation_json["Properties"]
+                                       | {"Parameters": stringly}}
+        return create(cls, resource_name, json_, account_id, region_name, **kwargs)
+
+    return classmethod(nested_stack_create)
+
+
 def apply() -> None:
     PATCHES.wrap(FakeStack, "parse_template",
                  lambda previous: staticmethod(_parse_template(original_function(previous))))
@@ -276,3 +296,4 @@ def apply() -> None:
     PATCHES.wrap(ResourceMap, "load_parameters", _load_parameters)
     PATCHES.wrap(FakeStack, "parameter_list", _parameter_list)
     PATCHES.add(FakeStack, "get_cfn_attribute", _stack_output)
+    PATCHES.wrap(FakeStack, "create_from_cloudformation_json", _nested_stack_create)

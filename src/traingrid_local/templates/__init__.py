@@ -111,6 +111,16 @@ def template_files(path: Path = TEMPLATE) -> list[Path]:
     return files
 
 
+def declared_in(path: Path = TEMPLATE) -> dict[str, Path]:
+    """Logical id → the template file that declares it, for every resource under ``path``."""
+    found = {}
+    for file in template_files(path):
+        for logical_id, resource in read_template(file).get("Resources", {}).items():
+            if resource.get("Type") not in NESTED:
+                found[logical_id] = file
+    return found
+
+
 class _Inliner:
     def __init__(self, template: dict[str, Any], nested: list[str],
                  child: Callable[[str], dict[str, Any]]):

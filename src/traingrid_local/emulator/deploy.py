@@ -23,6 +23,7 @@ import io
 import json
 import logging
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,8 +205,7 @@ def _prepared(path: Path, upload: Upload, region: str) -> _Prepared:
         resource["Properties"][NESTED[resource["Type"]]] = (
             f"https://{ARTIFACTS_BUCKET}.s3.{region}.amazonaws.com/{key}")
         resources |= child.resources
-        left_out += child.left_out
-        _forget_outputs(template, logical_id, child.left_out)
+        left_out += child.left_out + _forget_outputs(template, logical_id, child.left_out)
     if "Transform" in template:
         template = translate(package(template, upload, path.parent), region)
     template, mine = without_api_gateway(template)
@@ -213,14 +213,32 @@ def _prepared(path: Path, upload: Upload, region: str) -> _Prepared:
     return _Prepared(template, resources, left_out + mine)
 
 
-def _forget_outputs(template: dict[str, Any], nested: str, left_out: list[str]) -> None:
-    """Take out of ``template`` its outputs that pass on an output the nested stack left out."""
-    gone = {f"{nested}.{name}" for name in left_out if name.startswith("Outputs.")}
+def _forget_outputs(template: dict[str, Any], nested: str, left_out: list[str]) -> list[str]:
+    """Take out of ``template`` its outputs that read an output the nested stack left out;
+    the ones taken out, as ``Outputs.<key>``."""
+    gone = {name.removeprefix("Outputs.") for name in left_out if name.startswith("Outputs.")}
     outputs = template.get("Outputs", {})
-    for key in [k for k, o in outputs.items()
-                if ".".join(o["Value"].get("Fn::GetAtt", [])) in gone]:
+    dropped = [key for key, output in outputs.items() if _outputs_read(output, nested) & gone]
+    for key in dropped:
         del outputs[key]
-        left_out.append(f"Outputs.{key}")
+    return [f"Outputs.{key}" for key in dropped]
+
+
+def _outputs_read(node: Any, nested: str) -> set[str]:
+    """The outputs of nested stack ``nested`` that a template fragment reads (``Fn::GetAtt``
+    in either form, or ``${<nested>.Outputs.<Name>}`` in a ``Fn::Sub``)."""
+    if isinstance(node, list):
+        return set().union(*(_outputs_read(item, nested) for item in node))
+    if isinstance(node, str):
+        return set(re.findall(rf"\$\{{{nested}\.Outputs\.(\w+)\}}", node))
+    if not isinstance(node, dict):
+        return set()
+    attribute = node.get("Fn::GetAtt")
+    if attribute is not None:
+        target = attribute if isinstance(attribute, str) else ".".join(attribute)
+        prefix = f"{nested}.Outputs."
+        return {target.removeprefix(prefix)} if target.startswith(prefix) else set()
+    return set().union(*(_outputs_read(value, nested) for value in node.values()))
 
 
 def deploy(emulator: Emulator, stack_name: str = "traingrid",

@@ -26,7 +26,7 @@ from traingrid_local.cli.runs import (
     connect,
     fail,
 )
-from traingrid_local.cli.terminal import money, stdout
+from traingrid_local.cli.terminal import DataTable, money, plain, stdout
 
 commands = typer.Typer()
 
@@ -101,13 +101,11 @@ def _from_database(database_url: str, start: datetime | None, end: datetime | No
 
 
 def show(found: dict[str, Any], since: str | None, until: str | None) -> None:
-    """The costs as a table, then the period's total."""
-    from rich.table import Table
-
+    """The costs as a table, then the period's total; a group's name (a dataset's prefix, an
+    instance type) shown as text."""
     by, rows = found["by"], found["groups"]
-    table = Table(title=f"Run costs by {by}"
-                        f"{f' since {since}' if since else ''}{f' until {until}' if until else ''}",
-                  title_justify="left")
+    period = f"{f' since {since}' if since else ''}{f' until {until}' if until else ''}"
+    table = DataTable(title=f"Run costs by {by}{period}", title_justify="left")
     for column in (by, "runs", *(p.replace("_", " ") for p in PARTS), "total", "estimated max"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -123,5 +121,5 @@ def show(found: dict[str, Any], since: str | None, until: str | None) -> None:
     measured = [f"{row[by]} {row['goodput']:.1%} ({row['productive_node_hours']:.2f} of "
                 f"{row['paid_node_hours']:.2f})" for row in rows if row["goodput"] is not None]
     if measured:
-        stdout.print("goodput (productive of paid node-hours): " + "; ".join(measured),
-                     highlight=False, soft_wrap=True)
+        stdout.print(plain("goodput (productive of paid node-hours): " + "; ".join(measured)),
+                     highlight=False, soft_wrap=True, markup=False)

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from traingrid_local.cli.runs import INVALID, RUN_FAILED, UNREACHABLE, fail
-from traingrid_local.cli.terminal import stdout
+from traingrid_local.cli.terminal import plain, stdout
 from traingrid_local.doctor import (
     DEFAULT_CAMPAIGN_INSTANCE_COUNT,
     DEFAULT_CAMPAIGN_INSTANCE_TYPE,
@@ -31,14 +31,14 @@ MARKS = {OK: ("ok", "green"), WARNING: ("warning", "yellow"), BLOCKER: ("BLOCKER
 
 def _print(report: Report) -> None:
     where = f"stack {report.stack}" if report.stack else "before the first deploy"
-    stdout.print(f"traingrid doctor: {where} in {report.region}, as {report.identity} "
-                 f"(read from {', '.join(report.sources)})", highlight=False, markup=False,
-                 soft_wrap=True)
+    stdout.print(plain(f"traingrid doctor: {where} in {report.region}, as {report.identity} "
+                       f"(read from {', '.join(report.sources)})"), highlight=False,
+                 markup=False, soft_wrap=True)
     width = max(len(f.check) for f in report.findings) if report.findings else 0
     for finding in report.findings:
         mark, style = MARKS[finding.status]
         line = Text(f"{mark:8}", style=style)
-        line.append(f" {finding.check:{width}}  {finding.message}")
+        line.append(plain(f" {finding.check:{width}}  {finding.message}"))  # AWS's names
         stdout.print(line, highlight=False, soft_wrap=True)
     blockers, warnings = len(report.blockers), len(report.warnings)
     if blockers:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from traingrid_local.cli.terminal import stderr, stdout
+from traingrid_local.cli.terminal import DataTable, plain, stderr, stdout
 from traingrid_local.demo import fault_matrix
 from traingrid_local.demo.fault_matrix import FAULT_KINDS, PIPELINES, CellResult
 
@@ -27,8 +27,8 @@ def _progress(result: CellResult) -> None:
 
 def _print(results: list[CellResult], wall_s: float) -> None:
     for pipeline, rows in fault_matrix.table_rows(results).items():
-        table = Table(title=f"{PIPELINES[pipeline][0]}: Task state × fault → end state, "
-                            "resources leaked after the janitor", title_justify="left")
+        table = DataTable(title=f"{PIPELINES[pipeline][0]}: Task state × fault → end state, "
+                                "resources leaked after the janitor", title_justify="left")
         table.add_column("state")
         for kind in FAULT_KINDS:
             table.add_column(kind)
@@ -38,8 +38,8 @@ def _print(results: list[CellResult], wall_s: float) -> None:
     failed = [r for r in results if not r.ok]
     for result in failed:
         cell = result.cell
-        stdout.print(f"[bold red]✗ {cell.pipeline} {cell.state} {cell.fault}[/]: "
-                     + "; ".join(result.problems), highlight=False)
+        stdout.print(Text.assemble((f"✗ {cell.pipeline} {cell.state} {cell.fault}", "bold red"),
+                                   plain(": " + "; ".join(result.problems))))
     stdout.print(f"{len(results) - len(failed)} of {len(results)} cells as expected, "
                  f"{sum(len(r.leaked) for r in results)} resources leaked "
                  f"({wall_s:.0f} s wall)", highlight=False)

@@ -13,8 +13,8 @@ import typer
 
 from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
 from traingrid_local.api.server import RequestLog
-from traingrid_local.cli.runs import INVALID, UNREACHABLE, fail, one_line
-from traingrid_local.cli.terminal import stderr, stdout
+from traingrid_local.cli.runs import INVALID, UNREACHABLE, fail
+from traingrid_local.cli.terminal import cell, plain, stderr, stdout
 from traingrid_local.console.remote import remote
 from traingrid_local.demo.served import TICK_PATH, served
 from traingrid_local.emulator.fault_injection import FAULTS
@@ -134,38 +134,38 @@ def console(
         raise fail("console", str(error), UNREACHABLE) from None
 
 
+def _say(line: str) -> None:
+    stdout.print(cell(line))  # names and reasons from the API: text, never markup
+
+
 def _print_janitor(result: dict[str, Any]) -> None:
-    stdout.print(f"janitor: {result['schedule']} fired for {result['scheduled_at']}",
-                 highlight=False)
+    _say(f"janitor: {result['schedule']} fired for {result['scheduled_at']}")
     for entry in result["released"]:
-        stdout.print(f"  {entry['action']} {entry['type']} {entry['id']}: {entry['reason']}",
-                     highlight=False)
+        _say(f"  {entry['action']} {entry['type']} {entry['id']}: {entry['reason']}")
     for entry in result["waiting"]:
-        stdout.print(f"  waiting: {entry['type']} {entry['id']}: {entry['reason']}",
-                     highlight=False)
+        _say(f"  waiting: {entry['type']} {entry['id']}: {entry['reason']}")
     for entry in result["runs_recorded"]:
-        stdout.print(f"  recorded {entry['execution_arn']} {entry['status']}", highlight=False)
+        _say(f"  recorded {entry['execution_arn']} {entry['status']}")
     for error in result["errors"]:
-        stdout.print(f"  error: {error}", highlight=False)
+        _say(f"  error: {error}")
     if not any(result[k] for k in ("released", "waiting", "runs_recorded", "errors")):
-        stdout.print("  nothing left behind", highlight=False)
+        _say("  nothing left behind")
 
 
 def _print_fired(job: str, result: dict[str, Any]) -> None:
     if job == "janitor":
         _print_janitor(result)
         return
-    stdout.print(f"{job}: {result['schedule']} fired for {result['scheduled_at']} "
-                 f"(window {result.get('window')})", highlight=False)
+    _say(f"{job}: {result['schedule']} fired for {result['scheduled_at']} "
+         f"(window {result.get('window')})")
     for entry in result.get("started", []):
-        stdout.print(f"  started {entry['name']} ({entry['new_datasets']} new dataset(s))",
-                     highlight=False)
+        _say(f"  started {entry['name']} ({entry['new_datasets']} new dataset(s))")
     for entry in result.get("already_started", []):
-        stdout.print(f"  already started {entry['name']}: nothing new", highlight=False)
+        _say(f"  already started {entry['name']}: nothing new")
     for entry in result.get("skipped", []):
-        stdout.print(f"  skipped {entry['campaign']}: {entry['reason']}", highlight=False)
+        _say(f"  skipped {entry['campaign']}: {entry['reason']}")
     if not any(result.get(k) for k in ("started", "already_started", "skipped")):
-        stdout.print("  no campaign has new data", highlight=False)
+        _say("  no campaign has new data")
 
 
 @commands.command()
@@ -187,11 +187,11 @@ def tick(
     try:
         answer = ApiClient(endpoint).call("POST", TICK_PATH, {"jobs": jobs or [], "at": at})
     except Unreachable as error:
-        stderr.print(f"traingrid tick: {one_line(str(error))}: start `traingrid serve` first",
+        stderr.print(f"traingrid tick: {plain(error)}: start `traingrid serve` first",
                      markup=False, soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
     except ApiError as error:
-        stderr.print(f"traingrid tick: {one_line(error.message)}", markup=False,
+        stderr.print(f"traingrid tick: {plain(error.message)}", markup=False,
                      soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
     for job, result in answer.body["fired"].items():

@@ -15,13 +15,21 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
-from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup, TyperOption
 
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
 from traingrid_local.cli import costs, doctor, faults, local, plan, runs, watch
-from traingrid_local.cli.runs import one_line
-from traingrid_local.cli.terminal import stderr, stdout, step_of
+from traingrid_local.cli.terminal import (
+    DataTable,
+    cell,
+    error_line,
+    plain,
+    problems_lines,
+    stderr,
+    stdout,
+    step_of,
+)
 from traingrid_local.demo import runner as demo_runner
 from traingrid_local.emulator.fault_injection import FAULTS
 
@@ -64,8 +72,8 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def _progress_table(executions: list[dict[str, Any]]) -> Table:
-    table = Table(title="TrainingRun executions (simulated time)", expand=False)
+def _progress_table(executions: list[dict[str, Any]]) -> DataTable:
+    table = DataTable(title="TrainingRun executions (simulated time)", expand=False)
     for column in ("execution", "status", "state", "elapsed"):
         table.add_column(column)
     for e in executions:
@@ -85,12 +93,12 @@ class ProgressLines:
                 else e["status"]
             if self.last.get(e["name"]) != step:
                 self.last[e["name"]] = step
-                stderr.print(f"[{_duration(e['simulated_seconds']):>7}] {e['name']}: {step}",
-                             highlight=False)
+                stderr.print(cell(f"[{_duration(e['simulated_seconds']):>7}] {e['name']}: "
+                                  f"{step}"))
 
 
 def _print_jobs(execution: dict[str, Any]) -> None:
-    table = Table(title=f"{execution['name']}: regional jobs", title_justify="left")
+    table = DataTable(title=f"{execution['name']}: regional jobs", title_justify="left")
     for column in ("data in", "trained in", "status", "why"):
         table.add_column(column, overflow="fold")
     for job in execution["jobs"]:
@@ -99,7 +107,7 @@ def _print_jobs(execution: dict[str, Any]) -> None:
             [job["placement_reason"] or ""] + [f"moved from {m['region']}: {m['reason']}"
                                                for m in moves])
         style = "green" if job["status"] == RegionJobStatus.COMPLETED else "red"
-        table.add_row(job["requested_region"], job["region"], f"[{style}]{job['status']}[/]", why)
+        table.add_row(job["requested_region"], job["region"], cell(job["status"], style), why)
     stdout.print(table)
 
 
@@ -107,25 +115,26 @@ def _print_report(result: dict[str, Any]) -> None:
     compute = "Batch on EKS" if result.get("backend") == "eks" else "Batch on ECS"
     stdout.rule(f"TrainGrid demo · {' + '.join(result['pipelines'])} · scenario "
                 f"{result['scenario']} · {compute} · clock ×{result['clock_speed']:g}")
-    table = Table(show_lines=False)
+    table = DataTable(show_lines=False)
     for column in ("execution", "state machine", "status", "simulated", "transitions",
                    "history events", "recorded", "cost"):
         table.add_column(column)
     for e in result["executions"]:
         style = "green" if e["status"] == "SUCCEEDED" else "red"
-        table.add_row(e["name"], e["state_machine"], f"[{style}]{e['status']}[/]",
+        table.add_row(e["name"], e["state_machine"], cell(e["status"], style),
                       _duration(e["simulated_seconds"]), str(e["state_transitions"]),
                       str(e["history_events"]), _recorded(e), _cost(e))
     stdout.print(table)
     for e in result["executions"]:
         if e["error"]:
-            stdout.print(f"[bold red]{e['error']}[/]: {e['cause']}")
+            stdout.print(error_line(e))
         if e.get("jobs"):
             _print_jobs(e)
     for rejected in result["rejected_manifests"]:
-        stdout.print(f"[bold red]manifest rejected[/] {rejected['key']}:")
-        for problem in rejected["problems"] or []:
-            stdout.print(f"  {problem['pointer'] or '/'}: {problem['message']}")
+        stdout.print(Text.assemble(("manifest rejected", "bold red"),
+                                   plain(f" {rejected['key']}:")))
+        for line in problems_lines(rejected["problems"] or []):
+            stdout.print(line, highlight=False, markup=False)
     _print_artifacts_and_resources(result)
     expected = ", ".join(f"{machine} {status}" for machine, status in result["expected"].items())
     verdict = "[green]as expected[/]" if result["ok"] else "[red]NOT as expected[/]"
@@ -144,12 +153,13 @@ def _cost(execution: dict[str, Any]) -> str:
     return text + (f" · goodput {good:.1%}" if good is not None else "")
 
 
-def _recorded(execution: dict[str, Any]) -> str:
+def _recorded(execution: dict[str, Any]) -> str | Text:
     """What the campaign database holds of the run: its status, and who recorded it."""
     if execution["state_machine"] == "CampaignFanout":
         return "by region" if execution.get("jobs") else "-"
     record = execution.get("record")
-    return f"{record['status']} (by the {record['recorded_by']})" if record else "[red]no[/]"
+    return f"{record['status']} (by the {record['recorded_by']})" if record else Text(
+        "no", style="red")
 
 
 def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
@@ -157,21 +167,23 @@ def _print_artifacts_and_resources(result: dict[str, Any]) -> None:
     stdout.print(f"[bold]Run-status events[/] on EventBridge ({len(events)}):")
     for event in events:
         where = f" {event['region']}" if event.get("region") else ""
-        stdout.print(f"  {event['time']} {event['kind']} {event['name']}{where} "
-                     f"{event['status']}", highlight=False, soft_wrap=True)
+        stdout.print(cell(f"  {event['time']} {event['kind']} {event['name']}{where} "
+                          f"{event['status']}"), soft_wrap=True)
     stdout.print(f"[bold]Artifacts[/] ({len(result['artifacts'])}):")
     for artifact in result["artifacts"]:
         # Unwrapped, so each URI can be copied whole.
         size = f"  ({artifact['size']} bytes)" if "size" in artifact else ""
-        stdout.print(f"  {artifact['uri']}{size}", soft_wrap=True, highlight=False)
+        stdout.print(cell(f"  {artifact['uri']}{size}"), soft_wrap=True)
     for kept in result["retained_resources"]:
-        stdout.print(f"[yellow]Kept[/] {kept['type']} {kept['id']} until {kept['expires_at']} "
-                     f"(run {kept['run']}): its archive failed, its data is safe there.")
+        stdout.print(Text.assemble(("Kept", "yellow"), plain(
+            f" {kept['type']} {kept['id']} until {kept['expires_at']} (run {kept['run']}): its "
+            "archive failed, its data is safe there.")))
     for action in result["janitor"]["actions"]:
-        stdout.print(f"[yellow]Janitor[/] {action['action']} {action['type']} {action['id']}: "
-                     f"{action['reason']}", highlight=False)
+        stdout.print(Text.assemble(("Janitor", "yellow"), plain(
+            f" {action['action']} {action['type']} {action['id']}: {action['reason']}")))
     if result["leaked_resources"]:
-        stdout.print(f"[bold red]Leaked resources[/]: {result['leaked_resources']}")
+        stdout.print(Text.assemble(("Leaked resources", "bold red"),
+                                   plain(f": {result['leaked_resources']}")))
     else:
         stdout.print("Leaked resources: none (checked after the janitor ran)")
 
@@ -227,7 +239,7 @@ def demo(
     try:
         options.validate()
     except ValueError as error:
-        stderr.print(f"traingrid demo: {one_line(str(error))}", markup=False,
+        stderr.print(f"traingrid demo: {plain(error)}", markup=False,
                      soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     # Collecting the emulated account's objects as the process ends takes seconds; the

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from traingrid.errors import RequestInvalid
 from traingrid.training.plan import DatasetSize
@@ -33,7 +33,7 @@ from traingrid_local.cli.runs import (
     fail,
     request_body,
 )
-from traingrid_local.cli.terminal import stderr, stdout
+from traingrid_local.cli.terminal import DataTable, plain, stderr, stdout
 
 commands = typer.Typer()
 
@@ -57,10 +57,10 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def plan_table(plan: dict[str, Any]) -> Table:
+def plan_table(plan: dict[str, Any]) -> DataTable:
     job, reads, fsx, cost = plan["job"], plan["input"], plan["fsx"], plan["cost"]
     dataset = plan["dataset"]
-    table = Table(title=f"Plan for {plan['run']} (nothing started)", show_header=False)
+    table = DataTable(title=f"Plan for {plan['run']} (nothing started)", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("Job", f"{job['nodes']} × {job['instance_type']} = {job['gpus']} GPUs, "
@@ -91,7 +91,7 @@ def plan_table(plan: dict[str, Any]) -> Table:
     for note in plan["notes"]:
         table.add_row("Note", note)
     for warning in plan["warnings"]:
-        table.add_row("[yellow]Warning[/]", warning)
+        table.add_row(Text("Warning", style="yellow"), warning)
     return table
 
 
@@ -143,8 +143,9 @@ def plan(
         result = call("plan", client, "POST", "/plans", body)
         # 202: a dataset too large to list in one request; each GET lists on.
         while result.get("status") == "MEASURING":
-            stderr.print(f"listing {result['dataset']['uri']}: "
-                         f"{result['dataset']['objects_so_far']:,} objects so far…")
+            stderr.print(plain(f"listing {result['dataset']['uri']}: "
+                               f"{result['dataset']['objects_so_far']:,} objects so far…"),
+                         markup=False)
             result = call("plan", client, "GET", result["next"])
     if as_json:
         print(json.dumps(result, indent=2))

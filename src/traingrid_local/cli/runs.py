@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
-from rich.markup import escape
 
 from traingrid_local.api.client import (
     DEFAULT_ENDPOINT,
@@ -27,7 +26,7 @@ from traingrid_local.api.client import (
     segment,
 )
 from traingrid_local.cli import terminal
-from traingrid_local.cli.terminal import stderr, stdout
+from traingrid_local.cli.terminal import cell, plain, stderr, stdout
 
 commands = typer.Typer()
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -44,15 +43,10 @@ Region = Annotated[str | None, typer.Option(
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON.")]
 
 
-def one_line(text: str) -> str:
-    """``text`` with what would break or restyle the line (newlines, escapes) spelled out."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def fail(command: str, reason: str, code: int = RUN_FAILED) -> typer.Exit:
-    # Plain text on one line: a reason quotes what the user typed, which may hold newlines
-    # or look like markup ("[/]").
-    stderr.print(f"traingrid {command}: {one_line(reason)}", highlight=False, soft_wrap=True,
+def fail(command: str, reason: object, code: int = RUN_FAILED) -> typer.Exit:
+    # Plain text on one line: a reason quotes what the user typed or the API answered, which
+    # may hold newlines, escapes or look like markup ("[/]").
+    stderr.print(f"traingrid {command}: {plain(reason)}", highlight=False, soft_wrap=True,
                  markup=False)
     return typer.Exit(code)
 
@@ -88,7 +82,7 @@ def call(command: str, client: ApiClient, method: str, path: str, body: Any = No
         raise fail(command, str(error), INVALID) from None
     except ApiError as error:
         for line in terminal.problems_lines(error.problems):
-            stderr.print(one_line(line), highlight=False, soft_wrap=True, markup=False)
+            stderr.print(line, highlight=False, soft_wrap=True, markup=False)
         raise fail(command, error.message, INVALID if error.status == 400 else RUN_FAILED
                    ) from None
 
@@ -186,8 +180,8 @@ def submit(
             print(json.dumps(submitted, indent=2))
         else:
             verb = "started" if submitted["started"] else "exists"
-            stdout.print(f"{submitted['name']} {verb} ({submitted['status']})", highlight=False)
-            stdout.print(submitted["console_url"], highlight=False, soft_wrap=True)
+            stdout.print(cell(f"{submitted['name']} {verb} ({submitted['status']})"))
+            stdout.print(cell(submitted["console_url"]), soft_wrap=True)
         return
     run = follow("submit", client, submitted["name"], timeout)
     if as_json:
@@ -221,17 +215,15 @@ def status(
         print(json.dumps(run, indent=2))
     else:
         stdout.print(terminal.timeline(run, every_visit))
-        stdout.print(f"console: {run['console_url']}", highlight=False, soft_wrap=True)
+        stdout.print(cell(f"console: {run['console_url']}"), soft_wrap=True)
         if run.get("error"):
-            stdout.print(f"[bold red]{escape(run['error'])}[/]: {escape(run.get('cause') or '')}",
-                         soft_wrap=True)
+            stdout.print(terminal.error_line(run), soft_wrap=True)
         for artifact in run["artifacts"]:
             region_of = f" ({artifact['region']})" if artifact.get("region") else ""
-            stdout.print(f"artifacts{region_of}: {artifact['location']}", highlight=False,
-                         soft_wrap=True)
+            stdout.print(cell(f"artifacts{region_of}: {artifact['location']}"), soft_wrap=True)
         cost = terminal.cost_line(run.get("cost"))
         if cost:
-            stdout.print(cost, highlight=False, soft_wrap=True)
+            stdout.print(cost, highlight=False, soft_wrap=True, markup=False)
     ended("status", run)
 
 
@@ -253,8 +245,8 @@ def runs(
         return
     stdout.print(terminal.runs_table(page["runs"]))
     if page["next_token"]:
-        stdout.print(f"more: traingrid runs --next-token {page['next_token']}",
-                     highlight=False, soft_wrap=True)
+        stdout.print(cell(f"more: traingrid runs --next-token {page['next_token']}"),
+                     soft_wrap=True)
 
 
 @commands.command()
@@ -269,17 +261,17 @@ def logs(
     if as_json:
         print(json.dumps(found, indent=2))
         return
-    stdout.print(f"{found['name']} · {found['pipeline']} · {found['status']}", highlight=False)
+    stdout.print(cell(f"{found['name']} · {found['pipeline']} · {found['status']}"))
     if found.get("error"):
-        stdout.print(f"[bold red]{escape(found['error'])}[/]: "
-                     f"{escape(found.get('cause') or '')}", soft_wrap=True)
+        stdout.print(terminal.error_line(found), soft_wrap=True)
     log = found.get("log")
     if log:
-        stdout.rule(log["source"])
+        stdout.rule(cell(log["source"]))
         for line in log["lines"]:
-            print(line)
+            # A job writes its log: its tabs and line breaks stay, nothing else acts.
+            print(plain(line, keep="\t\n"))
     else:
-        stdout.print(found.get("note") or "No training log yet.", highlight=False)
+        stdout.print(cell(found.get("note") or "No training log yet."))
 
 
 @commands.command()

@@ -1,5 +1,9 @@
 """What the API's answers look like in a terminal: a run's timeline (like the console's graph),
-lists of runs and campaigns, problems, progress while waiting."""
+lists of runs and campaigns, problems, progress while waiting.
+
+Whatever the API, a log or S3 brings is data: it reaches the terminal through ``plain`` (as a
+``cell``, in a ``DataTable``, or printed with ``markup=False``), never as Rich markup or a
+control sequence."""
 
 from __future__ import annotations
 
@@ -8,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
-from traingrid.runs.timeline import worst
+from traingrid.runs.timeline import SEVERITY, worst
 
 # Logs and pipes are read later, in wide windows: don't squeeze the report into 80 columns.
 stdout = Console(width=None if sys.stdout.isatty() else 120)
@@ -25,6 +30,41 @@ STATUS_STYLES = {"SUCCEEDED": "green", "RUNNING": "cyan", "FAILED": "red", "TIME
 BAR_WIDTH = 24
 
 
+def plain(value: object, keep: str = "") -> str:
+    """``value`` as text a terminal shows and never acts on: every character that is not
+    printable (C0 and C1 controls, ESC, DEL, bidi overrides, zero-width and other format
+    characters, line separators, lone surrogates) spelled out as its escape (``\\x1b``,
+    ``\\u202e``), except those in ``keep``. Brackets stay: show it with ``cell``, or print it
+    with ``markup=False``."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
+def cell(value: object, style: str = "") -> Text:
+    """``value`` as a ``Text``: literal in a table, a title or a line, never read as markup."""
+    return Text(plain(value), style=style)
+
+
+class DataTable(Table):
+    """A table of data: a ``str`` title, header or cell is shown as a ``cell``, never read as
+    markup; a ``Text`` given is the caller's, built from ``plain``."""
+
+    def __init__(self, *headers: Any, title: str | Text | None = None, **options: Any) -> None:
+        super().__init__(*headers, title=cell(title) if isinstance(title, str) else title,
+                         **options)
+
+    def add_column(self, header: RenderableType = "", *args: Any, **options: Any) -> None:
+        super().add_column(cell(header) if isinstance(header, str) else header, *args,
+                           **options)
+
+    def add_row(self, *renderables: RenderableType | None, style: StyleType | None = None,
+                end_section: bool = False) -> None:
+        super().add_row(*(cell(r) if isinstance(r, str) else r for r in renderables),
+                        style=style, end_section=end_section)
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -35,7 +75,7 @@ def duration(seconds: float | None) -> str:
 
 
 def status_text(status: str) -> Text:
-    return Text(status, style=STATUS_STYLES.get(status, ""))
+    return cell(status, STATUS_STYLES.get(status, ""))
 
 
 def step_of(state: str) -> str:
@@ -55,7 +95,9 @@ class Step:
 
     @property
     def outcome(self) -> str:
-        return worst(self.outcomes)
+        # One the API's vocabulary lacks is shown as it is, not ranked.
+        unknown = [outcome for outcome in self.outcomes if outcome not in SEVERITY]
+        return unknown[0] if unknown else worst(self.outcomes)
 
 
 def steps(states: list[dict[str, Any]]) -> list[Step]:
@@ -82,24 +124,24 @@ def _bar(start: float, end: float, total: float) -> Text:
     return Text(" " * first + "█" * min(length, BAR_WIDTH - first))
 
 
-def timeline(run: dict[str, Any], every_visit: bool = False) -> Table:
+def timeline(run: dict[str, Any], every_visit: bool = False) -> DataTable:
     """One row per step (or per state visit): start offset, duration, a bar on the run's own
     time axis, the outcome and any errors."""
     total = max(run.get("duration_s") or 0, *(s["offset_s"] + s["duration_s"]
                                               for s in run["states"]), 0.001)
-    table = Table(title=f"{run['name']} · {run['pipeline']} · {run['status']}",
-                  title_justify="left")
+    table = DataTable(title=f"{run['name']} · {run['pipeline']} · {run['status']}",
+                      title_justify="left")
     for column, justify in (("state", "left"), ("start", "right"), ("duration", "right"),
                             ("", "left"), ("outcome", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify)
     rows = ([Step(v["state"], v["offset_s"], v["offset_s"] + v["duration_s"], 1,
                   [v["outcome"]], v.get("errors", [])) for v in run["states"]]
             if every_visit else steps(run["states"]))
     for step in rows:
         label = step.name if step.visits == 1 else f"{step.name} ×{step.visits}"
-        outcome = Text(step.outcome, style=OUTCOME_STYLES.get(step.outcome, ""))
+        outcome = cell(step.outcome, OUTCOME_STYLES.get(step.outcome, ""))
         if step.errors:
-            outcome.append(f" ({', '.join(dict.fromkeys(step.errors))})")
+            outcome.append(plain(f" ({', '.join(dict.fromkeys(step.errors))})"))
         table.add_row(label, f"+{duration(step.offset_s)}", duration(step.end_s - step.offset_s),
                       _bar(step.offset_s, step.end_s, total), outcome)
     return table
@@ -110,7 +152,8 @@ def money(usd: float | None) -> str:
 
 
 def cost_line(cost: dict[str, Any] | None) -> str | None:
-    """A run's receipt in one line: its total by part, beside what its plan estimated."""
+    """A run's receipt in one line (plain): its total by part, beside what its plan
+    estimated."""
     if not cost:
         return None
     actual, estimate = cost["actual"], cost.get("estimate") or {}
@@ -120,8 +163,8 @@ def cost_line(cost: dict[str, Any] | None) -> str | None:
     planned = (f"; estimated at most {money(estimate['max_usd'])}" if "max_usd" in estimate
                else f"; estimated {money(estimate['estimated_usd'])}"
                if "estimated_usd" in estimate else "")
-    return (f"cost{so_far}: {money(actual['total'])} ({parts}){planned} · prices "
-            f"{cost['prices_version']}{goodput_text(cost.get('goodput'))}")
+    return plain(f"cost{so_far}: {money(actual['total'])} ({parts}){planned} · prices "
+                 f"{cost['prices_version']}{goodput_text(cost.get('goodput'))}")
 
 
 def goodput_text(goodput: dict[str, Any] | None) -> str:
@@ -136,8 +179,8 @@ def goodput_text(goodput: dict[str, Any] | None) -> str:
             f"{'; lost: ' + where if where else ''})")
 
 
-def runs_table(runs: list[dict[str, Any]]) -> Table:
-    table = Table()
+def runs_table(runs: list[dict[str, Any]]) -> DataTable:
+    table = DataTable()
     for column in ("run", "pipeline", "status", "started", "duration"):
         table.add_column(column, overflow="fold")
     for run in runs:
@@ -146,10 +189,10 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def campaign_table(campaign: dict[str, Any]) -> Table:
+def campaign_table(campaign: dict[str, Any]) -> DataTable:
     last = campaign.get("last_run") or {}
-    table = Table(title=f"{campaign['id']} · last run: {last.get('name', 'none')} "
-                        f"{last.get('status', '')}", title_justify="left")
+    table = DataTable(title=f"{campaign['id']} · last run: {last.get('name', 'none')} "
+                            f"{last.get('status', '')}", title_justify="left")
     for column in ("region", "dataset", "objects", "bytes", "registered"):
         table.add_column(column, overflow="fold")
     for dataset in campaign["datasets"]:
@@ -158,19 +201,26 @@ def campaign_table(campaign: dict[str, Any]) -> Table:
     return table
 
 
+def error_line(run: dict[str, Any]) -> Text:
+    """``Error: cause`` of a run that ended badly, the error in bold red."""
+    return Text.assemble(cell(run["error"], "bold red"), ": ", plain(run.get("cause") or ""))
+
+
 def problems_lines(problems: list[dict[str, str]]) -> list[str]:
-    return [f"  {p['pointer'] or '/'}: {p['message']}" for p in problems]
+    """Each problem on a line of its own, as plain text (print it with ``markup=False``)."""
+    return [plain(f"  {p['pointer'] or '/'}: {p['message']}") for p in problems]
 
 
-def progress_line(run: dict[str, Any]) -> str:
+def progress_line(run: dict[str, Any]) -> Text:
     state = run.get("current_state") or "starting"
-    return f"{run['name']}: {run['status']} · {step_of(state)} · {duration(run['duration_s'])}"
+    return cell(f"{run['name']}: {run['status']} · {step_of(state)} · "
+                f"{duration(run['duration_s'])}")
 
 
 class Changes:
     """Calls ``emit`` with a run's progress line only when its step or status changes."""
 
-    def __init__(self, emit: Callable[[str], None]) -> None:
+    def __init__(self, emit: Callable[[Text], None]) -> None:
         self.emit = emit
         self.last: tuple[str, str] | None = None
 

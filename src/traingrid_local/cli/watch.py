@@ -10,8 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from traingrid_local.api.client import DEFAULT_ENDPOINT
 from traingrid_local.cli.runs import (
@@ -26,7 +24,7 @@ from traingrid_local.cli.runs import (
     fail,
     run_path,
 )
-from traingrid_local.cli.terminal import stdout
+from traingrid_local.cli.terminal import DataTable, cell, stdout
 
 commands = typer.Typer()
 BARS = "▁▂▃▄▅▆▇█"
@@ -49,11 +47,11 @@ def _last(series: list[list[float]] | None, digits: int) -> str:
 def picture(answer: dict[str, Any]) -> Group:
     """The run's curves as a table: the total, then each node (stragglers in red)."""
     latest = answer.get("latest") or {}
-    head = Text(f"{answer['name']} {answer['status']}", style="bold")
+    head = cell(f"{answer['name']} {answer['status']}", "bold")
     if latest:
         head.append(f"  step {int(latest.get('step', 0)):,}, epoch {latest.get('epoch', 0):.2f}"
                     f", loss {latest.get('loss', 0):.4f}, lr {latest.get('lr', 0):.4g}")
-    table = Table(box=None, pad_edge=False)
+    table = DataTable(box=None, pad_edge=False)
     for column in ("", "images/s", "", "loss", "", "step s", "input s"):
         table.add_column(column, justify="left" if column in ("", "loss") else "right")
     table.add_row("total", _last(answer.get("images_per_s"), 0),
@@ -62,16 +60,17 @@ def picture(answer: dict[str, Any]) -> Group:
                   _last(answer.get("input_s"), 3), style="bold")
     stragglers = answer.get("stragglers") or {}
     for node, curves in answer.get("nodes", {}).items():
+        # A node's name is a part of an S3 key the job wrote: data, like its curves.
         table.add_row(node + (" (straggler)" if node in stragglers else ""),
                       _last(curves.get("images_per_s"), 0), sparkline(curves.get("images_per_s")),
                       _last(curves.get("loss"), 4), sparkline(curves.get("loss")),
                       _last(curves.get("step_s"), 3), _last(curves.get("input_s"), 3),
                       style="red" if node in stragglers else None)
     lines: list[Any] = [head, table]
-    lines += [Text(f"straggler {node}: {why}", style="red") for node, why in stragglers.items()]
+    lines += [cell(f"straggler {node}: {why}", "red") for node, why in stragglers.items()]
     if not answer.get("nodes"):
-        lines.append(Text(answer.get("note") or "No curves yet: the job has not trained.",
-                          style="dim"))
+        lines.append(cell(answer.get("note") or "No curves yet: the job has not trained.",
+                          "dim"))
     return Group(*lines)
 
 

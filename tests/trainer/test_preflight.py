@@ -88,3 +88,46 @@ def test_a_slowed_rank_fails_the_launch_before_training_naming_the_node(
     assert document["allreduce_bus_gb_s"] > 0
     assert document["cause"] in logs
     assert not (output / "checkpoints").exists()  # it failed before the long run
+    # a slow node stays slow: measured again twice, it is judged on its best of three
+    assert document["rounds"] == 3 and "measuring every rank again" in logs
+    slowed = document["ranks"][1]
+    assert len(slowed["measured_images_per_s"]) == 3
+    assert slowed["images_per_s"] == max(slowed["measured_images_per_s"])
+
+
+@needs_mpirun
+def test_a_busy_moment_is_measured_again_and_does_not_fail_the_job(tmp_path: Path) -> None:
+    """Rank 1's first measurement is ten times as slow (another process had the machine); the
+    ranks measure again and the job trains."""
+    output = tmp_path / "run"
+    env = trainer_env(OUTPUT_DIR=str(output), TRAINGRID_MAIN_ADDRESS="127.0.0.1",
+                      # ranks sharing a busy machine: more repeats than a node's default
+                      TRAINGRID_PREFLIGHT=json.dumps({"steps": 3, "allreduce_mib": 1,
+                                                      "read_mb": 0, "repeats": 4}),
+                      TRAINGRID_PREFLIGHT_BUSY_RANK="1")
+    command = [sys.executable, "-m", "traingrid_trainer", "--num_epochs", "1",
+               "--warmup_epochs", "0", "--steps_per_epoch", "1", "-b", "2", "--image_size",
+               "32", "--loader_workers", "0", "--synthetic"]
+    result = mpirun(line(tmp_path, 2, command, env), env)
+    logs = result.stdout + result.stderr
+    assert result.returncode == 0, logs
+    document = json.loads((output / PREFLIGHT_FILE).read_text())
+    assert document["passed"] is True and document["rounds"] >= 2, document
+    first, *again = document["ranks"][1]["measured_images_per_s"]
+    assert again and max(again) > first, document
+    assert "measuring every rank again" in logs
+
+
+@needs_mpirun
+def test_without_repeats_a_busy_moment_fails_the_job(tmp_path: Path) -> None:
+    output = tmp_path / "run"
+    env = trainer_env(OUTPUT_DIR=str(output), TRAINGRID_MAIN_ADDRESS="127.0.0.1",
+                      TRAINGRID_PREFLIGHT=json.dumps({"steps": 2, "allreduce_mib": 1,
+                                                      "read_mb": 0, "repeats": 0}),
+                      TRAINGRID_PREFLIGHT_BUSY_RANK="1")
+    command = [sys.executable, "-m", "traingrid_trainer", "--num_epochs", "1",
+               "--warmup_epochs", "0", "--steps_per_epoch", "1", "-b", "2", "--image_size",
+               "32", "--loader_workers", "0", "--synthetic"]
+    result = mpirun(line(tmp_path, 2, command, env), env)
+    assert result.returncode == EXIT_PREFLIGHT, result.stdout + result.stderr
+    assert json.loads((output / PREFLIGHT_FILE).read_text())["rounds"] == 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 PREFLIGHT_FILE = "preflight.json"  # in the run's output folder
-INTEGER_FIELDS = ("steps", "allreduce_mib", "read_mb")
+INTEGER_FIELDS = ("steps", "allreduce_mib", "read_mb", "repeats")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class Thresholds:
     min_bus_gb_s: float = 0.0  # the all-reduce's floor for the instance type
     min_read_mb_s: float = 0.0
     steps: int = 5  # measured training steps, after one unmeasured
+    # A rank judged slow is measured again, up to this many times, and judged on its best
+    # figure: a busy moment passes, a slow node stays slow.
+    repeats: int = 2
     allreduce_mib: int = 64
     read_mb: int = 256
     seconds: float = 180.0  # the whole check's budget

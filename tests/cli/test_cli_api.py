@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -101,6 +102,23 @@ def test_submit_from_a_file_waits_with_progress_and_shows_the_timeline(traingrid
     listed = traingrid("runs", "--json")
     assert "cli-run" in [r["name"] for r in json.loads(listed.stdout)["runs"]]
     assert "cli-run" in traingrid("runs").stdout
+
+
+def test_package_puts_a_project_in_the_served_data_bucket_once(traingrid, tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "train.py").write_text("print('mine')\n")
+    # Incompressible, over one request's 6 MiB: sent in parts.
+    (tmp_path / "p" / "weights.bin").write_bytes(random.Random(7).randbytes(7 * 2**20))
+
+    first = traingrid("package", str(tmp_path / "p"))
+    again = traingrid("package", str(tmp_path / "p"))
+
+    assert first.exit_code == again.exit_code == 0, first.output + again.output
+    uri = first.stdout.splitlines()[-1]
+    assert re.fullmatch(rf"s3://{DEMO_BUCKET}/code/sha256/[0-9a-f]{{64}}\.tar\.gz", uri)
+    assert again.stdout.splitlines()[-1] == uri
+    assert (first.stderr, again.stderr) == (
+        "uploaded to the data bucket\n", "already in the data bucket: not uploaded again\n")
 
 
 def test_submit_with_the_same_idempotency_key_names_the_same_run(traingrid):

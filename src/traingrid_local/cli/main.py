@@ -19,7 +19,7 @@ from rich.text import Text
 from typer.core import TyperGroup, TyperOption
 
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
-from traingrid_local.cli import costs, doctor, faults, local, plan, runs, watch
+from traingrid_local.cli import costs, doctor, faults, local, package, plan, runs, watch
 from traingrid_local.cli.terminal import (
     DataTable,
     cell,
@@ -65,6 +65,7 @@ app.add_typer(doctor.commands)
 app.add_typer(plan.commands)
 app.add_typer(costs.commands)
 app.add_typer(watch.commands)
+app.add_typer(package.commands)
 
 
 def _duration(seconds: float) -> str:

@@ -5,9 +5,10 @@ bucket, the regions and their prices, and the sample campaign with its data in f
 registered but not yet trained (so a requested fan-out or ``traingrid tick`` has new data to
 train). Runs execute in the emulator on the simulated clock while the server answers. Besides
 the API (throttled as the template's stage is: :mod:`traingrid_local.api.throttle`), the
-server has one route of its own, ``POST /_emulator/tick``, which fires scheduled
-jobs (``traingrid tick``): EventBridge schedules never fire in the emulator, and the web
-console under ``/console`` (:mod:`traingrid_local.console`).
+server has routes of its own: ``POST /_emulator/tick`` fires scheduled jobs (``traingrid
+tick``: EventBridge schedules never fire in the emulator), ``POST /_emulator/code`` takes a code
+package into the data bucket (``traingrid package``: :mod:`traingrid_local.api.code_uploads`);
+and the web console under ``/console`` (:mod:`traingrid_local.console`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from traingrid.clock import parse_iso
-from traingrid_local.api.server import API_FUNCTION, ApiServer, RequestLog, lambda_invoker
+from traingrid_local.api.code_uploads import CODE_PATH, ServedCode
+from traingrid_local.api.server import (
+    API_FUNCTION,
+    ApiServer,
+    LocalRoute,
+    RequestLog,
+    lambda_invoker,
+)
 from traingrid_local.api.throttle import stage_bucket
 from traingrid_local.console.app import Console
 from traingrid_local.demo.runner import upload_sample_dataset
@@ -95,7 +103,10 @@ def served(port: int = 8000, speed: float = DEFAULT_SPEED, database_url: str | N
             seed(emulator, deployment)
             invoke = lambda_invoker(emulator, deployment.stack.resources[API_FUNCTION])
             holder: dict[str, Served] = {}
-            local = {("POST", TICK_PATH): lambda body: holder["served"].tick(body or {})}
+            code = ServedCode(emulator.client("s3"), deployment.stack.outputs["DataBucketName"])
+            local: dict[tuple[str, str], LocalRoute] = {
+                ("POST", TICK_PATH): lambda body: holder["served"].tick(body or {}),
+                ("POST", CODE_PATH): code}
             pages = console(emulator, deployment).answer
             with ApiServer(invoke, port, request_log, local_routes=local, pages=pages,
                            throttle=stage_bucket() if throttled else None) as server:

@@ -22,7 +22,7 @@ STATES_METRICS = {"ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed"
                   "ExecutionThrottled", "ExecutionsRedriven"}
 PSEUDO = {"AWS::Region", "AWS::StackName", "AWS::AccountId", "AWS::Partition"}
 QUERY = re.compile(r"SELECT (AVG|SUM|MAX|MIN|COUNT)\((\w+)\) FROM SCHEMA\(TrainGrid, "
-                   r"([\w, ]+)\)(?: GROUP BY ([\w, ]+))?$")
+                   r"([\w, ]+)\)(?: GROUP BY ([\w, ]+?))?(?: ORDER BY (\w+)\(\) (ASC|DESC))?$")
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +122,22 @@ def test_the_stalled_run_alarm_watches_every_run_and_is_quiet_when_none_trains(t
     (query,) = alarm["Metrics"]
     assert query["ReturnData"] is True and query["Period"] == 60
     metric, dimensions, grouped = schema_query(query["Expression"])
-    assert (metric, dimensions, grouped) == ("StalledSeconds", {"run", "node"}, set())
+    assert (metric, dimensions) == ("StalledSeconds", {"run", "node"})
     assert not {"MetricName", "Namespace", "Statistic", "Dimensions"} & set(alarm)
     assert alarm["TreatMissingData"] == "notBreaching"
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["Threshold"] == {"Ref": "StalledRunAlarmSeconds"}
+
+
+def test_a_forged_line_can_raise_a_runs_figure_but_not_hold_its_notification(template):
+    """Every job may print StalledSeconds for any run (embedded metric format asks no
+    permission): the alarm takes the largest observation, which an added point cannot lower,
+    and makes each run a contributor of its own, whose change of state another run held in
+    ALARM cannot swallow."""
+    (query,) = template["Resources"]["StalledRunAlarm"]["Properties"]["Metrics"]
+    found = QUERY.match(query["Expression"])
+    assert found is not None
+    function, grouped = found.group(1), {d.strip() for d in (found.group(4) or "").split(",")}
+    assert function == "MAX" and grouped == {"run"}
+    # Past the 500 series a query returns, the highest stay.
+    assert (found.group(5), found.group(6)) == ("MAX", "DESC")

@@ -16,7 +16,8 @@ host), and again per ``run`` alone (summed or averaged across nodes):
   ``LearningRate``;
 - every ``HEARTBEAT_S`` while training, from a thread of its own (it goes on when the steps
   stop): ``StepsCompleted`` since the last heartbeat (0 when stuck) and ``StalledSeconds``
-  since the last step. The stack's alarm watches the largest ``StalledSeconds`` of any run.
+  since the last step. The stack's alarm watches each run's largest ``StalledSeconds``, a
+  contributor of its own: any job can print such a line for any run (docs/observability.md).
 
 Standard library only: the trainer imports it; the node's tests check it against the spec.
 """

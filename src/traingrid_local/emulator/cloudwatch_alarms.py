@@ -4,8 +4,8 @@ moto's CloudWatch keeps alarms (PutMetricAlarm, with a Metrics array of MetricDa
 well as a single metric), but its CloudFormation has no model of the type: it skips the
 resource, and a ``Fn::GetAtt`` of the alarm (the dashboard's alarm widget) fails the stack.
 Here the resource is created as PutMetricAlarm creates it, its ``Ref`` the alarm's name and
-its ``Arn`` attribute the alarm's ARN, as CloudFormation gives them. Alarms are kept, not
-evaluated: nothing in the emulator publishes the nodes' metrics.
+its ``Arn`` attribute the alarm's ARN, as CloudFormation gives them. ``emulator/metric_alarms.py``
+evaluates them.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from traingrid_local.emulator import (
     capacity,
     cloudformation,
     cloudwatch_alarms,
+    embedded_metrics,
     events,
     fault_injection,
     fsx,
@@ -31,6 +32,7 @@ from traingrid_local.emulator import (
     instances,
     lambda_environments,
     lambda_inprocess,
+    metric_alarms,
     rds,
     s3,
     sagemaker,
@@ -71,11 +73,11 @@ MOTO_CONFIG: DefaultConfig = {
 # sfn_faults wraps what sfn_clock sets up: it comes after it. fsx wraps fsx_quota's
 # CreateFileSystem: its checks of the request come first, as FSx's do, and a repeated token
 # returns its file system before the quota counts it.
-ADAPTATIONS = (stores, sfn_stack, cloudformation, cloudwatch_alarms, lambda_inprocess,
-               sfn_integrations, sfn_clock, sfn_catch, sfn_faults, sfn_events, sfn_nested,
-               sfn_stop, sfn_history, events, s3, fsx_quota, fsx, instances, batch,
-               batch_environments, batch_pods, capacity, sagemaker, sagemaker_events,
-               sagemaker_metrics, throttling, account, rds)
+ADAPTATIONS = (stores, sfn_stack, cloudformation, cloudwatch_alarms, metric_alarms,
+               embedded_metrics, lambda_inprocess, sfn_integrations, sfn_clock, sfn_catch,
+               sfn_faults, sfn_events, sfn_nested, sfn_stop, sfn_history, events, s3,
+               fsx_quota, fsx, instances, batch, batch_environments, batch_pods, capacity,
+               sagemaker, sagemaker_events, sagemaker_metrics, throttling, account, rds)
 DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"

@@ -86,10 +86,10 @@ def test_what_the_schema_refuses_the_model_refuses_too(body):
 
 
 valid_runs = st.fixed_dictionaries(
-    # A prefix below the bucket's root, outside the runs' archives (runs/).
-    {"dataset": st.from_regex(r"s3://traingrid-demo-data/[a-z0-9/]*[a-z0-9][a-z0-9/]{0,30}",
+    # A prefix below the bucket's root, outside the runs' archives (runs/), no empty segment.
+    {"dataset": st.from_regex(r"s3://traingrid-demo-data/([a-z0-9]{1,8}/){0,4}[a-z0-9]{1,30}/?",
                               fullmatch=True).filter(
-        lambda uri: not re.match(r"s3://traingrid-demo-data/+runs(/|$)", uri))},
+        lambda uri: not re.match(r"s3://traingrid-demo-data/runs(/|$)", uri))},
     optional={
         "nodes": st.integers(1, 500),
         "instance_type": st.sampled_from(sorted(INSTANCE_TYPES)),

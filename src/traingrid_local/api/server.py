@@ -5,10 +5,11 @@ integration — resource, path parameters, query string, headers, body, request 
 goes to the API function through ``invoke``; its ``statusCode``, headers and body are the
 answer. A function error is a 502, as API Gateway answers it. The routes are the API function's
 ``Api`` events in ``template.yaml``; a method a route does not declare is a 405 with ``Allow``,
-in JSON like every other error, a failure's too. A body is read up to Lambda's 6 MB however it
-is framed (a 413 past it, a 400 for broken chunked framing). Given a ``throttle``, the stage's
-token bucket (:mod:`traingrid_local.api.throttle`), a request it refuses is API Gateway's 429.
-Not done here: SigV4 authorisation, access logs (see :mod:`traingrid_local.emulator.api_gateway`).
+in JSON like every other error, a failure's and the HTTP layer's own (414, 431, 505) too. A
+body is read up to Lambda's 6 MB however it is framed (a 413 past it, a 400 for broken chunked
+framing). Given a ``throttle``, the stage's token bucket (:mod:`traingrid_local.api.throttle`),
+a request it refuses is API Gateway's 429. Not done here: SigV4 authorisation, access logs
+(see :mod:`traingrid_local.emulator.api_gateway`).
 
 A server on 127.0.0.1 is still reachable from any page the user's browser opens, so before
 anything else each request must name this server as its ``Host`` (no DNS rebinding), carry no
@@ -38,7 +39,7 @@ from urllib.parse import parse_qs, unquote, unquote_plus, urlencode, urlsplit
 
 import yaml
 from werkzeug.datastructures import Headers
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from traingrid_local.api.bodies import (
@@ -50,6 +51,7 @@ from traingrid_local.api.bodies import (
     settings_of,
 )
 from traingrid_local.api.client import BODY_METHODS, TOKEN_HEADER
+from traingrid_local.api.connections import IDLE_TIMEOUT_S, escaped, with_idle_timeout
 from traingrid_local.api.throttle import THROTTLED_BODY, TOO_MANY_REQUESTS, TokenBucket
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.templates import PROJECT_ROOT, TEMPLATE, load_template
@@ -364,8 +366,10 @@ class _Api:
             result = self.answer(request)
         except Exception as error:  # every answer is JSON, a failure's too
             logger.exception("request failed")
+            # The type only: an error's text can name this machine's paths.
             result = json_answer(500, {"message": f"the local server could not answer "
-                                                  f"({type(error).__name__}: {error})"})
+                                                  f"({type(error).__name__}); its log has "
+                                                  "the details"})
         body = result.get("body") or ""
         data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
         headers = Headers()
@@ -382,16 +386,17 @@ class _Api:
         response = Response(data, status=int(result.get("statusCode", 502)), headers=headers)
         if self.request_log is not None:
             logged = redacted(_target(request), self.token)
-            self.request_log(f"{request.method} {logged} → {response.status_code} "
-                             f"({(time.monotonic() - started) * 1000:.0f} ms)")
+            self.request_log(escaped(f"{request.method} {logged} → {response.status_code} "
+                                     f"({(time.monotonic() - started) * 1000:.0f} ms)"))
         return response(environ, start_response)
 
 
 class ApiServer:
     """``with ApiServer(invoke, port=0) as server: ... server.url``: serves until closed.
 
-    Werkzeug's threaded WSGI server: a thread per connection, HTTP/1.1 keep-alive, HEAD
-    answered without a body. ``token=True`` makes a secret for this server's life that every
+    Werkzeug's threaded WSGI server: a thread per connection, one request each, closed when
+    idle ``idle_timeout_s`` (:mod:`traingrid_local.api.connections`), HEAD answered without a
+    body. ``token=True`` makes a secret for this server's life that every
     request must carry (``url_with_token`` is the URL to open); ``declared_only`` sends on only
     ``routes``, each path checked first (:func:`path_problem`)."""
 
@@ -400,7 +405,8 @@ class ApiServer:
                  routes: list[tuple[str, str]] | None = None,
                  local_routes: dict[tuple[str, str], LocalRoute] | None = None,
                  pages: Pages | None = None, token: bool = False,
-                 declared_only: bool = False, throttle: TokenBucket | None = None) -> None:
+                 declared_only: bool = False, throttle: TokenBucket | None = None,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.token = secrets.token_urlsafe(32) if token else None
         self._app = _Api(invoke, routes if routes is not None else api_routes(),
                          local_routes or {}, request_log, pages, self.token, declared_only,
@@ -408,7 +414,7 @@ class ApiServer:
         # Threaded: werkzeug's ThreadedWSGIServer, whose request threads are daemons, so a
         # request still being answered does not hold up the process's exit.
         self._server = make_server(LOCALHOST, port, self._app, threaded=True,
-                                   request_handler=_QuietHandler)
+                                   request_handler=with_idle_timeout(idle_timeout_s))
         self._app.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="traingrid-api", daemon=True)
@@ -438,11 +444,3 @@ class ApiServer:
                  tb: TracebackType | None) -> None:
         self.close()
 
-
-class _QuietHandler(WSGIRequestHandler):
-    """HTTP/1.1 (keep-alive); one line per request goes to ``request_log`` instead."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        pass

@@ -12,9 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from traingrid import clock
+from traingrid.costs.period import MAX_PAGE_GROUPS
 from traingrid.costs.receipt import PARTS
 from traingrid.costs.summary import GROUPS
-from traingrid_local.api.client import DEFAULT_ENDPOINT
+from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient
 from traingrid_local.cli.runs import (
     INVALID,
     UNREACHABLE,
@@ -72,15 +73,28 @@ def costs(
     if database_url is None:
         client = connect("costs", endpoint, stack, region)
         query = {"by": by, "since": start and start.isoformat(),
-                 "until": end and end.isoformat()}
-        found = call("costs", client, "GET", "/costs",
-                     query={k: v for k, v in query.items() if v is not None})
+                 "until": end and end.isoformat(), "limit": MAX_PAGE_GROUPS}
+        found = _every_page(client, {k: v for k, v in query.items() if v is not None})
     else:
         found = _from_database(database_url, start, end, by)
     if as_json:
         print(json.dumps(found, indent=2))
         return
     show(found, since, until)
+
+
+def _every_page(client: ApiClient, query: dict[str, Any]) -> dict[str, Any]:
+    """GET /costs page after page (a page holds at most MAX_PAGE_GROUPS groups): the whole
+    period as one answer, as the database gives it."""
+    found = call("costs", client, "GET", "/costs", query=query)
+    groups, seen = list(found["groups"]), set()
+    while (token := found.pop("next_token", None)) is not None:
+        if token in seen:
+            raise fail("costs", "the API answered the same next_token twice", UNREACHABLE)
+        seen.add(token)
+        found = call("costs", client, "GET", "/costs", query={**query, "next_token": token})
+        groups += found["groups"]
+    return {**found, "groups": groups}
 
 
 def _from_database(database_url: str, start: datetime | None, end: datetime | None,

@@ -70,8 +70,15 @@ class Console:
         return _not_found(path)
 
     def _file(self, name: str) -> Answer:
-        found = STATIC / name
-        if "/" in name or name.startswith(".") or not found.is_file():
+        if name not in _static_files():
             return _not_found(f"{PREFIX}/static/{name}")
+        found = STATIC / name
         return _answer(200, CONTENT_TYPES.get(found.suffix, "application/octet-stream"),
                        found.read_text())
+
+
+def _static_files() -> frozenset[str]:
+    """The names the console serves: what ``static/`` holds, looked up, never a path built
+    from a request (a name too long for the file system would fail naming this install)."""
+    return frozenset(path.name for path in STATIC.iterdir()
+                     if path.is_file() and not path.name.startswith("."))

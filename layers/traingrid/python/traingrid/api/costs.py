@@ -1,4 +1,5 @@
-"""``/costs``: what the runs of a period cost, grouped, from the receipts the runs recorded.
+"""``/costs``: what the runs of a period cost, grouped, from the receipts the runs recorded, a
+page of groups at a time.
 
 It reads the campaign database, so that a deployed stack's costs (its database in private
 subnets) are read through the API; SQLAlchemy and pydantic come with the first request.
@@ -22,13 +23,13 @@ def router(settings: ApiSettings) -> Router:
     @routes.get("/costs")
     def period_costs() -> dict[str, Any]:
         from traingrid.api.queries import CostsQuery
-        from traingrid.costs.period import period_costs
+        from traingrid.costs.period import period_page
 
         asked = query(CostsQuery, routes.current_event.query_string_parameters)
         if asked.since and asked.until and asked.since >= asked.until:
             raise RequestInvalid([{"pointer": "/since",
                                    "message": "since must be before until"}], source="query")
-        return period_costs(connection_url(settings.database), asked.since, asked.until,
-                            asked.by)
+        return period_page(connection_url(settings.database), asked.since, asked.until,
+                           asked.by, asked.limit, asked.next_token)
 
     return routes

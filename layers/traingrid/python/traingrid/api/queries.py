@@ -7,15 +7,14 @@ API function's cold start (reading one run, or its logs, never needs it).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from traingrid import clock
+from traingrid.costs.period import DEFAULT_PAGE_GROUPS, MAX_PAGE_GROUPS
 
-# RFC 3339's date-time (OpenAPI's ``format: date-time``), as schema/openapi.yaml states it.
-DATE_TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
-             r"([Zz]|[+-][0-9]{2}:[0-9]{2})$")
+RequestTime = Annotated[datetime | None, BeforeValidator(clock.request_time)]
 
 
 class RunsQuery(BaseModel):
@@ -30,21 +29,8 @@ class RunsQuery(BaseModel):
 class CostsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    since: datetime | None = Field(default=None)
-    until: datetime | None = Field(default=None)
+    since: RequestTime = None
+    until: RequestTime = None
     by: Literal["dataset", "instance_type", "status", "campaign", "pipeline"] = "dataset"
-
-    @field_validator("since", "until", mode="before")
-    @classmethod
-    def rfc3339(cls, value: object) -> object:
-        """Only an RFC 3339 date-time with its offset (no bare date, no epoch seconds)."""
-        import re
-
-        if value is None or isinstance(value, datetime):
-            return value
-        if not isinstance(value, str) or not re.fullmatch(DATE_TIME, value):
-            raise ValueError("an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z")
-        try:
-            return clock.parse_iso(value.upper())
-        except ValueError:
-            raise ValueError("an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z") from None
+    limit: int = Field(default=DEFAULT_PAGE_GROUPS, ge=1, le=MAX_PAGE_GROUPS)
+    next_token: str | None = Field(default=None, max_length=8192)

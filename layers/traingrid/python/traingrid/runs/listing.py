@@ -3,22 +3,22 @@
 Step Functions lists each state machine's executions newest first, page by page. A page of
 runs merges the heads of those lists; its cursor remembers, for each state machine, the page
 it was reading and how many of its executions were shown, so the next page goes on exactly
-where this one stopped. The cursor is opaque to clients (URL-safe base64 of JSON), and carries
+where this one stopped. The cursor is opaque to clients (``traingrid.opaque``), and carries
 the filters it was issued for: a cursor sent with other filters, or that no page issued, is
 refused (``/next_token``) instead of reaching Step Functions.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from traingrid import opaque
 from traingrid.errors import RequestInvalid
 
+# The most a cursor inflates to: a page token of each state machine's, and the filters.
+CURSOR_BYTES = 64 * 1024
 # (state machine key, page token or None) → (executions newest first, next page token)
 FetchPage = Callable[[str, str | None, int], tuple[list[dict[str, Any]], str | None]]
 
@@ -53,22 +53,22 @@ def encode_cursor(size: int, positions: dict[str, list[Any] | None],
                   filters: dict[str, str | None]) -> str | None:
     if all(p is None for p in positions.values()):
         return None
-    text = json.dumps({"size": size, "at": positions, "filters": filters},
-                      separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    return opaque.encode({"size": size, "at": positions, "filters": filters})
 
 
 def decode_cursor(cursor: str, keys: list[str], filters: dict[str, str | None]
                   ) -> tuple[int, dict[str, list[Any] | None]]:
     """The page size and positions of a cursor issued for ``filters`` over ``keys``."""
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        data = opaque.decode(cursor, CURSOR_BYTES)
         size, positions, issued_for = int(data["size"]), dict(data["at"]), data["filters"]
-        valid = (1 <= size <= 1000 and set(positions) <= set(keys) and all(
+        valid = (1 <= size <= 1000 and set(positions) <= set(keys)
+                 and isinstance(issued_for, dict) and all(
             p is None or (isinstance(p, list) and len(p) == 2
-                          and (p[0] is None or isinstance(p[0], str)) and isinstance(p[1], int))
+                          and (p[0] is None or isinstance(p[0], str))
+                          and isinstance(p[1], int) and p[1] >= 0)
             for p in positions.values()))
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, AttributeError):
         valid, issued_for = False, None
     if not valid:
         raise invalid_cursor("is not a token this API returned")

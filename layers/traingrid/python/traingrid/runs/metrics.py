@@ -21,10 +21,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from traingrid import clock
 from traingrid.aws import s3
 from traingrid.runs import region_curves
 from traingrid.training.plan import outputs_prefix
@@ -48,8 +49,8 @@ class MetricsQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    start: datetime | None = None
-    end: datetime | None = None
+    start: Annotated[datetime | None, BeforeValidator(clock.request_time)] = None
+    end: Annotated[datetime | None, BeforeValidator(clock.request_time)] = None
     step: int | None = Field(default=None, ge=1, le=86_400)
 
     @model_validator(mode="after")

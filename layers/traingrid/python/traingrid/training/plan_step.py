@@ -15,13 +15,9 @@ but reporting every problem as RequestInvalid); the plan is made from the model.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import zlib
 from typing import TYPE_CHECKING, Any
 
-from traingrid import clock
+from traingrid import clock, opaque
 from traingrid.errors import CommandNotPermitted, RequestInvalid
 from traingrid.notifications import run_status as status_events
 from traingrid.observability import logger
@@ -29,6 +25,7 @@ from traingrid.training import measure
 from traingrid.training.job_shape import DEFAULT_BACKEND, Backend, backend_of
 from traingrid.training.plan import DRY_RUN, DatasetSize, plan_run, plan_view
 from traingrid.training.run_request import (
+    MAX_KEY_BYTES,
     TrainingRunRequest,
     parse_request,
     require_runnable_here,
@@ -52,6 +49,9 @@ API_MARGIN_S = 9.0
 MAX_PARTS = 2500
 # The most a plan's token inflates to: a request and one key.
 TOKEN_BYTES = 64 * 1024
+# A count in a token: what S3 and a database's bigint hold (a listing never counts past it).
+MAX_COUNT = 2**63 - 1
+COUNTS = ("objects", "bytes", "pages", "parts")
 
 
 def _budget(settings: Settings, remaining_ms: int, margin_s: float) -> measure.Budget:
@@ -147,25 +147,50 @@ def plan_request(body: Any, settings: Settings, remaining_ms: int = 29_000,
 
 
 def _token(body: Any, progress: Measuring) -> str:
-    document = json.dumps({"request": body, "measuring": progress}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(zlib.compress(document.encode(), 9)).decode().rstrip("=")
+    return opaque.encode({"request": body, "measuring": progress})
+
+
+def _key_bytes(key: str) -> int | None:
+    try:
+        return len(key.encode())
+    except UnicodeEncodeError:  # a lone surrogate: no key S3 could be asked for
+        return None
+
+
+def progress_problems(progress: Any) -> list[str]:
+    """Why ``progress`` is not where a listing can stand: each count a whole number from 0
+    to MAX_COUNT, ``after`` a key S3 can be asked for (empty before the first)."""
+    if not isinstance(progress, dict):
+        return ["it holds no listing's progress"]
+    problems = [f"{name} is {progress.get(name)!r:.40}, not a whole number from 0 to "
+                f"{MAX_COUNT}" for name in COUNTS
+                if not (type(progress.get(name)) is int and 0 <= progress[name] <= MAX_COUNT)]
+    after = progress.get("after")
+    size = _key_bytes(after) if isinstance(after, str) else None
+    if size is None or size > MAX_KEY_BYTES:
+        problems.append(f"after is not an S3 key of at most {MAX_KEY_BYTES} bytes in UTF-8")
+    return problems
 
 
 def _read_token(token: str) -> tuple[Any, Measuring]:
+    """The request and progress of a token ``_token`` made. Unsigned: it holds only what its
+    caller could send in a POST /plans, and each field is checked here (the request again by
+    ``plan_request``); a made-up one is a 400 saying what is wrong with it."""
     try:
-        inflate = zlib.decompressobj()
-        raw = inflate.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)),
-                                 TOKEN_BYTES)
-        if inflate.unconsumed_tail:
-            raise ValueError("too large")
-        document = json.loads(raw)
-        progress = document["measuring"]
-        checked: Measuring = {
-            "objects": int(progress["objects"]), "bytes": int(progress["bytes"]),
-            "pages": int(progress["pages"]), "parts": int(progress["parts"]),
-            "after": str(progress["after"])}
-        return document["request"], checked
-    except (binascii.Error, zlib.error, ValueError, KeyError, TypeError):
+        document = opaque.decode(token, TOKEN_BYTES)
+    except ValueError as error:
+        document, problems = None, [str(error)]
+    else:
+        problems = progress_problems(document.get("measuring")
+                                     if isinstance(document, dict) else None)
+        if isinstance(document, dict) and "request" not in document:
+            problems.append("it holds no request")
+    if problems or not isinstance(document, dict):
         raise RequestInvalid([{"pointer": "", "message": (
-            "this is not a plan's token: follow the 'next' of a 202 from POST /plans")}],
-            "GET /plans/{token}") from None
+            f"this is not a plan's token ({why}): follow the 'next' of a 202 from POST "
+            "/plans")} for why in problems], "GET /plans/{token}")
+    progress = document["measuring"]
+    checked: Measuring = {"objects": progress["objects"], "bytes": progress["bytes"],
+                          "pages": progress["pages"], "parts": progress["parts"],
+                          "after": progress["after"]}
+    return document["request"], checked

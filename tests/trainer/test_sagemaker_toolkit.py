@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "layers" / "traingrid" / "python"))
 from traingrid.campaigns.sagemaker_job import (  # noqa: E402
     CUSTOM_MPI_OPTIONS,
     ENTRY_POINT,
+    METRIC_DEFINITIONS,
     create_request,
 )
 
@@ -279,6 +280,14 @@ def test_the_toolkit_trains_on_both_hosts_through_its_mpirun(jobs: dict[str, Job
         assert part in command, command
     # The worker waited for algo-1, ran the ranks' daemon and got the toolkit's status file.
     assert "MPI training job status file found" in job.logs["algo-2"], explain(job)
+    # SageMaker's metric definitions read the first rank's lines as the toolkit's mpirun
+    # tags them. Here the log holds the ranks' stderr too, which can cut into a line (on
+    # SageMaker stdout is a log stream of its own): at least one of the 2 windows is read.
+    for definition in METRIC_DEFINITIONS:
+        found = [float(m.group(1)) for line in job.logs["algo-1"].splitlines()
+                 if (m := re.search(definition["Regex"], line))]
+        assert 1 <= len(found) <= 2 and all(v > 0 for v in found), (definition["Name"],
+                                                                     explain(job))
     print(f"\ntoolkit job: {job.seconds} s; {command}")
 
 

@@ -17,9 +17,17 @@ CHECKPOINT_DIR = "checkpoints"  # epoch-NNNN.pt, the newest few
 CHECKPOINT_NAME = re.compile(r"epoch-(\d{4,})\.pt")
 # What the trainer prints every few steps, and SageMaker's metric definitions read from its log
 # (Name → Regex; the campaign's CreateTrainingJob sends these, tested against the trainer).
+# Only the first rank's own window line matches, whole: from the line's start (after the tag
+# SageMaker's toolkit runs mpirun with, --tag-output: "[1,0]<stdout>:", which the toolkit
+# writes as "[1,mpirank:0,algo-1]<stdout>:" where it reads the output itself) to its end. A
+# line that only holds such words, an argparse error echoing a hyperparameter's value or a
+# script's own print, is no loss.
+_WINDOW = (r"^(?:\[[0-9]+,(?:mpirank:)?0(?:,algo-[0-9]+)?\]<stdout>: ?)?"
+           r"\[trainer rank 0/[0-9]+\] epoch [0-9]+/[0-9]+ "
+           r"step [0-9]+/[0-9]+ loss {loss} lr [0-9.]+ images/s {rate} \([0-9.]+ per GPU\)$")
 LOG_METRICS = {
-    "train:loss": r"loss ([0-9.]+) lr",
-    "train:images_per_second": r"images/s ([0-9.]+) \(",
+    "train:loss": _WINDOW.format(loss="([0-9.]+)", rate="[0-9.]+"),
+    "train:images_per_second": _WINDOW.format(loss="[0-9.]+", rate="([0-9.]+)"),
 }
 FINAL_MODEL = "model/final.pt"
 

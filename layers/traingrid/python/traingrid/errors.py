@@ -52,6 +52,11 @@ class CommandNotPermitted(RequestInvalid):
     or the command route of a stack deployed without AllowRunCommands (the API answers 403)."""
 
 
+class RequestTooLarge(TrainGridError):
+    """A request whose run would not fit Step Functions' limit on an execution's input and
+    states (the API answers 413)."""
+
+
 class NotFound(TrainGridError):
     """What the caller named does not exist (the API answers 404)."""
 

@@ -21,13 +21,14 @@ from traingrid.errors import (
     NotFound,
     RequestInProgress,
     RequestInvalid,
+    RequestTooLarge,
     RunConflict,
 )
 from traingrid.observability import logger
 from traingrid.settings import ApiSettings
 
 STATUS_OF = {NotFound: 404, DatasetNotFound: 404, RunConflict: 409, RequestInProgress: 409,
-             IdempotencyKeyReused: 422}
+             IdempotencyKeyReused: 422, RequestTooLarge: 413}
 
 
 def build(settings: ApiSettings) -> APIGatewayRestResolver:
@@ -45,7 +46,7 @@ def build(settings: ApiSettings) -> APIGatewayRestResolver:
 
     @resolver.exception_handler(list(STATUS_OF))
     def refused(error: NotFound | DatasetNotFound | RunConflict | RequestInProgress
-                | IdempotencyKeyReused) -> Response:
+                | IdempotencyKeyReused | RequestTooLarge) -> Response:
         status = next(code for kind, code in STATUS_OF.items() if isinstance(error, kind))
         return json_response(status, {"message": error.message})
 

@@ -10,6 +10,16 @@ from botocore.exceptions import ClientError
 from traingrid.aws.client_errors import NO_ANSWER, translated
 from traingrid.aws.clients import client
 
+# botocore's StartExecutionInput.input is a SensitiveData of at most 262,144: "Length
+# constraints apply to the payload size, and are expressed as bytes in UTF-8 encoding". Every
+# state an execution passes on is held to the same 256 KiB (States.DataLimitExceeded).
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+def execution_input(payload: Any) -> str:
+    """The ``input`` StartExecution is sent for ``payload``."""
+    return json.dumps(payload)
+
 
 def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> dict[str, Any]:
     """Start ``name``; if it already exists, return it instead of starting a second run.
@@ -20,7 +30,7 @@ def start_named_execution(state_machine_arn: str, name: str, payload: Any) -> di
     arn = execution_arn(state_machine_arn, name)
     try:
         response = sfn.start_execution(
-            stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
+            stateMachineArn=state_machine_arn, name=name, input=execution_input(payload)
         )
     except ClientError as error:
         if error.response["Error"]["Code"] != "ExecutionAlreadyExists":

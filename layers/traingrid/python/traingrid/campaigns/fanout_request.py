@@ -7,6 +7,7 @@ Unset options come from the campaign's own record.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -16,11 +17,15 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
 from pydantic.config import JsonDict
 
+from traingrid.campaigns.sagemaker_job import DEFAULT_HYPERPARAMETERS
+from traingrid.campaigns.trainer_flags import TRAINER_FLAGS, flag_schema, flag_value
 from traingrid.training.run_request import RUN_NAME_PATTERN, check_run_name, integral
 from traingrid.validation import MAX_KEYS, RuleBroken, at_most
 from traingrid.vocabulary.campaign_fanout import PLACEMENTS
@@ -28,50 +33,48 @@ from traingrid.vocabulary.campaign_fanout import PLACEMENTS
 CAMPAIGN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 SAGEMAKER_INSTANCE_PATTERN = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
 # The trainer's flags a region's job may set (SageMaker passes each hyperparameter as
-# ``--name value``): every option of traingrid_trainer.config's parser that takes a value,
-# but the folders SageMaker itself decides and the fault injection (a test holds this list
-# to the parser). SageMaker's own names (``sagemaker_*``: sagemaker_submit_directory would
-# fetch code from any tarball the role can read) are the stack's alone.
-TRAINER_HYPERPARAMETERS = (
-    "num_epochs", "batch_size", "warmup_epochs", "lr_decay_mode", "lr", "momentum",
-    "weight_decay", "label_smoothing", "image_size", "steps_per_epoch", "train_images",
-    "log_every", "loader_workers", "optimizer", "lars_lr", "lars_trust_coefficient",
-    "input_pipeline",
-)
-# The trainer's options a request may not set, and why.
-TRAINER_OPTIONS_NOT_HYPERPARAMETERS = {
-    "data_dir": "SageMaker's train channel", "output_dir": "SageMaker's model folder",
-    "checkpoint_dir": "SageMaker's checkpoint folder", "fail_rank": "fault injection",
-    "hang_rank": "fault injection (the watchdog's test)",
-    "synthetic": "a flag without a value", "clear_log": "a flag without a value",
-    "benchmark_input": "a flag without a value (measures the input pipeline, trains nothing)",
-    "benchmark_seconds": "the input benchmark's, not training's",
-    "preflight": "a flag without a value; the stack's pre-flight check (TRAINGRID_PREFLIGHT)",
-}
+# ``--name value``; trainer_flags.py says what each takes). SageMaker's own names
+# (``sagemaker_*``: sagemaker_submit_directory would fetch code from any tarball the role can
+# read) are the stack's alone.
+TRAINER_HYPERPARAMETERS = tuple(TRAINER_FLAGS)
 
 
 def _known_hyperparameter(name: str) -> str:
     if name.startswith("sagemaker_"):
         raise ValueError(f"{name} is SageMaker's own setting, which the stack decides (a "
                          "request may not set any sagemaker_* name)")
-    if name not in TRAINER_HYPERPARAMETERS:
+    if name not in TRAINER_FLAGS:
         raise RuleBroken(f"the trainer has no hyperparameter {name}",
                          f"it takes {', '.join(TRAINER_HYPERPARAMETERS)}")
     return name
 
 
-# SageMaker's own limits on CreateTrainingJob's HyperParameters.
+def _named(value: Any) -> Any:
+    """A value's rule is its name's: each entry reaches the value's validator as (name,
+    value)."""
+    return {name: (name, v) for name, v in value.items()} if isinstance(value, dict) else value
+
+
+def _trainer_value(entry: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    name, value = entry
+    # A name the trainer does not take is refused as such (one problem, not one more for its
+    # value).
+    return flag_value(name, value) if name in TRAINER_FLAGS else value
+
+
+# SageMaker's own limit on CreateTrainingJob's HyperParameters (a map of more is refused as a
+# whole, before its names are checked one by one).
 MAX_HYPERPARAMETERS = 100
-HYPERPARAMETER_VALUE_LENGTH = 2500
 HyperparameterName = Annotated[str, StringConstraints(min_length=1, max_length=256),
                                AfterValidator(_known_hyperparameter)]
 Hyperparameters = Annotated[
-    dict[HyperparameterName,
-         Annotated[str, StringConstraints(max_length=HYPERPARAMETER_VALUE_LENGTH)] | int | float],
-    BeforeValidator(at_most(MAX_HYPERPARAMETERS))]
-# The document's statement of the same rule.
-HYPERPARAMETER_NAMES_SCHEMA: JsonDict = {
-    "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)}}
+    dict[HyperparameterName, Annotated[str | int | float, WrapValidator(_trainer_value)]],
+    BeforeValidator(_named), BeforeValidator(at_most(MAX_HYPERPARAMETERS))]
+# The document's statement of the same rules: the names, and what each takes.
+HYPERPARAMETERS_SCHEMA: JsonDict = {
+    "propertyNames": {"enum": list(TRAINER_HYPERPARAMETERS)},
+    "properties": {name: flag_schema(flag) for name, flag in TRAINER_FLAGS.items()},
+    "additionalProperties": False}
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 MAX_INSTANCE_COUNT = 500
 MAX_REGIONS = 50
@@ -93,8 +96,9 @@ class RegionOverrides(BaseModel):
 
     hyperparameters: Hyperparameters = Field(
         default_factory=dict, max_length=MAX_HYPERPARAMETERS,
-        description="Merged over the run's hyper-parameters for this region's job.",
-        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA)
+        description="Merged over the run's hyper-parameters for this region's job (the same "
+        "rules).",
+        json_schema_extra=HYPERPARAMETERS_SCHEMA)
     instance_type: str | None = Field(
         default=None, description="This region's SageMaker instance type (placed and priced "
         "as such).", json_schema_extra={"pattern": SAGEMAKER_INSTANCE_PATTERN})
@@ -152,8 +156,10 @@ class FanoutRequest(BaseModel):
     hyperparameters: Hyperparameters = Field(
         default_factory=dict, max_length=MAX_HYPERPARAMETERS,
         description="Merged over the campaign's hyper-parameters, for every region: the "
-        "trainer's own flags only (no sagemaker_* name).",
-        json_schema_extra=HYPERPARAMETER_NAMES_SCHEMA,
+        "trainer's own flags only (no sagemaker_* name), each a value its parser takes; "
+        "warmup_epochs fewer than num_epochs (each the request's, else the campaign's, else "
+        "90 epochs).",
+        json_schema_extra=HYPERPARAMETERS_SCHEMA,
     )
     regions: Annotated[dict[Annotated[str, StringConstraints(pattern=REGION_PATTERN)],
                             RegionOverrides], BeforeValidator(at_most(MAX_REGIONS))] = Field(
@@ -197,3 +203,41 @@ def instance_count_problem(request: FanoutRequest, campaign_count: int,
                 f"{whose}min_instance_count ({fewest}) must be at most instance_count "
                 f"({count}{of})" + ("" if request.min_instance_count else
                                     ": ask for a min_instance_count at most that too"))}
+
+
+def _epochs(value: Any) -> int | None:
+    """A number of epochs as the trainer reads its text; None for auto (or what it cannot
+    read: another rule's problem)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def warmup_problems(request: FanoutRequest,
+                    campaign: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Where a region's job would warm up for no fewer epochs than it trains, which the
+    trainer refuses (it exits 2, in every region): the request's own warmup_epochs or
+    num_epochs, and each region's, over the campaign's hyperparameters and the defaults."""
+    problems = []
+    scopes = [("", request.hyperparameters)] + [
+        (f"/regions/{region}", overrides.hyperparameters)
+        for region, overrides in request.regions.items()]
+    for prefix, own in scopes:
+        if "warmup_epochs" not in own and "num_epochs" not in own:
+            continue  # the run's, checked as such
+        layers = {"the default": DEFAULT_HYPERPARAMETERS, "the campaign's": campaign,
+                  "the request's": request.hyperparameters, "": own}
+        merged = {k: v for layer in layers.values() for k, v in layer.items()}
+        warmup, epochs = _epochs(merged.get("warmup_epochs")), _epochs(merged["num_epochs"])
+        if warmup is None or epochs is None or warmup < epochs:
+            continue
+        whose = {name: next(f", {who}" if who else "" for who, layer in
+                            reversed(layers.items()) if name in layer)
+                 for name in ("warmup_epochs", "num_epochs")}
+        field = "warmup_epochs" if "warmup_epochs" in own else "num_epochs"
+        problems.append({"pointer": f"{prefix}/hyperparameters/{field}", "message": (
+            f"warmup_epochs ({warmup}{whose['warmup_epochs']}) must be fewer than num_epochs "
+            f"({epochs}{whose['num_epochs']}): the trainer takes no warmup as long as the "
+            "run")})
+    return problems

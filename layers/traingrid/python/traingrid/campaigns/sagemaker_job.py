@@ -26,10 +26,17 @@ CUSTOM_MPI_OPTIONS = "-x NCCL_MIN_NRINGS=8 -x NCCL_LAUNCH_MODE=PARALLEL"
 DEFAULT_HYPERPARAMETERS = {"num_epochs": "90", "batch_size": "256", "lr_decay_mode": "poly"}
 # The image's script (containers/sagemaker/traingrid_train.py, in /opt/ml/code).
 ENTRY_POINT = "traingrid_train.py"
-# What SageMaker scrapes from the trainer's log (traingrid_node.metrics.LOG_METRICS, tested).
+# What SageMaker scrapes from the trainer's log (traingrid_node.metrics.LOG_METRICS, which says
+# why, tested): the first rank's window line only, whole, after the tag the toolkit's mpirun
+# gives each line; nothing else a job prints reads as a loss. botocore's
+# MetricDefinition.Regex "searches the output of a training job" (at most 500 characters).
+_WINDOW = (r"^(?:\[[0-9]+,(?:mpirank:)?0(?:,algo-[0-9]+)?\]<stdout>: ?)?"
+           r"\[trainer rank 0/[0-9]+\] epoch [0-9]+/[0-9]+ "
+           r"step [0-9]+/[0-9]+ loss {loss} lr [0-9.]+ images/s {rate} \([0-9.]+ per GPU\)$")
 METRIC_DEFINITIONS = [
-    {"Name": "train:loss", "Regex": r"loss ([0-9.]+) lr"},
-    {"Name": "train:images_per_second", "Regex": r"images/s ([0-9.]+) \("},
+    {"Name": "train:loss", "Regex": _WINDOW.format(loss="([0-9.]+)", rate="[0-9.]+")},
+    {"Name": "train:images_per_second",
+     "Regex": _WINDOW.format(loss="[0-9.]+", rate="([0-9.]+)")},
 ]
 # Where the trainer writes its TensorBoard event files under SageMaker
 # (traingrid_trainer.watch.SAGEMAKER_TENSORBOARD, tested), which SageMaker uploads.

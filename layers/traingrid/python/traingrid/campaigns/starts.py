@@ -23,6 +23,7 @@ from traingrid.campaigns.fanout_request import (
     CAMPAIGN_ID_PATTERN,
     FanoutRequest,
     instance_count_problem,
+    warmup_problems,
 )
 from traingrid.errors import RecordNotFound, RequestInvalid
 from traingrid.naming import fanout_name, window_start
@@ -49,18 +50,22 @@ def fanout_submission(campaign_id: str, body: Any, settings: ApiSettings, now: d
     request = parse(FanoutRequest, body)
     # An id no campaign can have is not looked up: PostgreSQL refuses some text (NUL).
     counts: tuple[int, int | None] | None = None
+    hyperparameters: dict[str, Any] = {}
     if re.fullmatch(CAMPAIGN_ID_PATTERN, campaign_id) is not None:
         with db.transaction(connection_url(settings.database)) as session:
             campaign = db.CampaignRepository(session).get(campaign_id)
             if campaign is not None:
                 counts = (campaign.instance_count, campaign.min_instance_count)
+                hyperparameters = dict(campaign.hyperparameters or {})
     if counts is None:
         raise RecordNotFound(f"No campaign is called {campaign_id!r}: list them with "
                              "GET /campaigns.")
-    # What the fan-out's plan would refuse, refused before anything starts.
+    # What the fan-out's plan would refuse, or its every job, refused before anything starts.
     problem = instance_count_problem(request, *counts)
-    if problem is not None:
-        raise RequestInvalid([problem])
+    problems = [problem] if problem else []
+    problems += warmup_problems(request, hyperparameters)
+    if problems:
+        raise RequestInvalid(problems)
     options = request.plan_options()
     name = request.name or derived_name(campaign_id, options, now, idempotency_key)
     return Submission(CAMPAIGN_FANOUT, settings.campaign_fanout_state_machine_arn, name,

@@ -15,15 +15,29 @@ from datetime import datetime
 from typing import Any
 
 from traingrid.aws import stepfunctions
-from traingrid.errors import ResourceNotFound, RunConflict
+from traingrid.errors import RequestTooLarge, ResourceNotFound, RunConflict
 from traingrid.naming import dataset_subject, execution_name, window_start
 from traingrid.observability import logger, metrics
-from traingrid.runs.view import TRAINING_RUN, console_url
+from traingrid.runs.view import CAMPAIGN_FANOUT, TRAINING_RUN, console_url
 from traingrid.settings import ApiSettings
 from traingrid.vocabulary.statuses import RunStatus
 
 # Without a name or an Idempotency-Key, the same request within this window is one run.
 DEDUP_WINDOW_MINUTES = 5
+# What each workflow adds to its input, at most, as (times the input, bytes more), so that a
+# run started fits Step Functions' 256 KiB (stepfunctions.MAX_PAYLOAD_BYTES) in every state,
+# not only in the input StartExecution takes:
+# - TrainingRun: Plan's result repeats what the request asked for (its command, its dataset as
+#   a URI and as bucket and prefix, its MPI parameters in the job's environment), so the
+#   input counts twice; the plan's own fields and the later steps' results (file system, job
+#   and attempts, export, archive, a failure's cause) stay under 16 KiB
+#   (tests/integration/test_api.py), and 32 KiB is kept for them.
+# - CampaignFanout: PlanFanout's plan holds a job for each region the campaign's data is in,
+#   each repeating the request's hyperparameters (17 at most, each a short number or word:
+#   campaigns/trainer_flags.py); 50 regions' plan takes 125 KB with every hyperparameter at
+#   its longest (tests/db/test_fanout_state_size.py), and 160 KiB is kept for it. A campaign's
+#   regions are its own bound, not a request's.
+STATE_GROWTH = {TRAINING_RUN: (2, 32 * 1024), CAMPAIGN_FANOUT: (1, 160 * 1024)}
 
 
 @dataclass(frozen=True)
@@ -78,12 +92,31 @@ def _existing(arn: str) -> dict[str, Any] | None:
         return None
 
 
+def check_fits(submission: Submission) -> None:
+    """RequestTooLarge unless the run's input, with what its workflow adds to it, fits Step
+    Functions' limit on every state: a run that would not is refused before it starts, not
+    failed by States.DataLimitExceeded later (or by StartExecution, over the limit itself)."""
+    size = len(stepfunctions.execution_input(submission.payload).encode())
+    times, more = STATE_GROWTH[submission.pipeline]
+    limit = stepfunctions.MAX_PAYLOAD_BYTES
+    if times * size + more <= limit:
+        return
+    repeats = "its plan repeats the request, " if times > 1 else ""
+    raise RequestTooLarge(
+        f"This request would start a {submission.pipeline} whose input is {size:,} bytes of "
+        f"JSON; {repeats}its workflow adds up to {more // 1024} KiB, and each state of an "
+        f"execution is at most {limit:,} bytes (Step Functions' 256 KiB). A "
+        f"{submission.pipeline}'s input may be at most {(limit - more) // times:,} bytes: "
+        "send less (a shorter command or fewer values).")
+
+
 def start(submission: Submission) -> dict[str, Any]:
     """Start the submission's run, or return the one of that name it already started.
 
     An existing run is looked up first: StartExecution answers a repeat of a running
     execution's name and input as if it had started it.
     """
+    check_fits(submission)
     arn = stepfunctions.execution_arn(submission.state_machine_arn, submission.name)
     existing = _existing(arn)
     started = False

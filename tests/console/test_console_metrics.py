@@ -3,10 +3,13 @@ every node a line, the straggler's red and named."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.console.conftest import ARTIFACTS, ROOT, WAIT_MS, playwright, submit
 from tests.integration.conftest import serving
+from traingrid_local.stack.environment import DEMO_BUCKET
 
 pytestmark = pytest.mark.e2e
 STRAGGLER_RED = "rgb(209, 50, 18)"
@@ -45,3 +48,22 @@ def test_a_runs_curves_are_drawn_while_it_trains_and_its_straggler_stands_out(st
     expect(page.locator("#metrics-latest")).to_contain_text("epoch 90.00")
     page.locator("#curves").screenshot(path=ARTIFACTS / "metrics.png")
     page.locator("#curves").screenshot(path=ROOT / "docs" / "console-metrics.png")
+
+
+def test_what_was_left_out_of_a_nodes_file_is_said_on_the_page(straggling, page):
+    expect = playwright.expect
+    name = submit(straggling.url, "console-left-out")
+    page.goto(f"{straggling.url}/console#/runs/{name}")
+    expect(page.locator("body")).to_have_attribute("data-run-status", "SUCCEEDED")
+    # The job's own code appends a point that is no number a node reports.
+    s3 = straggling.emulator.client("s3")
+    key = f"runs/{name}/outputs/metrics/node-0.jsonl"
+    text = s3.get_object(Bucket=DEMO_BUCKET, Key=key)["Body"].read()
+    last = json.loads(text.splitlines()[-1])
+    s3.put_object(Bucket=DEMO_BUCKET, Key=key, Body=text + json.dumps(
+        last | {"loss": 1e308, "images_per_s": -1.0}).encode() + b"\n")
+    page.reload()
+    expect(page.locator(".ignored-note")).to_have_text(
+        "Left out: 2 value(s) not a finite number, over 1e+12 or negative left out: "
+        "images_per_s ×1, loss ×1")
+    expect(page.locator("#chart-node-input polyline")).to_have_count(4)

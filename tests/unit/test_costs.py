@@ -269,10 +269,10 @@ def test_a_worker_node_lost_mid_job_is_paid_to_its_loss_and_its_recovery_is_not_
 
     # job-2: 20 nodes for 6 h; node 19's host went 20 minutes in; the 19 left recovered in
     # 60 s and trained again the 5 minutes since the checkpoint (as the trainer reported).
-    reported = recoveries.phases({"recoveries": [{
+    reported = recoveries.read({"recoveries": [{
         "nodes_before": 20, "nodes_after": 19, "world_size_before": 160,
         "world_size_after": 152, "recovery_s": 60.0, "lost_work_s": 300.0,
-        "steps_lost": 732}]})
+        "steps_lost": 732}]}, recoveries.Bounds(nodes=20, seconds=21600)).phases
     assert reported == {"recovery": 19 * 60, "lost_work": 20 * 300}
     used = receipt.attempts_used(plan(NODE_LOST)["job"],
                                  {"id": "job-2", "status": "SUCCEEDED", "running_s": 0},
@@ -331,6 +331,8 @@ def test_node_times_need_every_node_and_a_failed_job_loses_none():
 def test_a_metrics_document_without_readable_recoveries_reports_nothing():
     from traingrid.training import recoveries
 
-    assert recoveries.phases(None) is None
-    assert recoveries.phases({"recoveries": []}) is None
-    assert recoveries.phases({"recoveries": [{"nodes_before": 2, "recovery_s": "x"}]}) is None
+    bounds = recoveries.Bounds(nodes=4, seconds=3600)
+    assert recoveries.read(None, bounds).phases == {}
+    assert recoveries.read({"recoveries": []}, bounds) == recoveries.Reported()
+    unread = recoveries.read({"recoveries": [{"nodes_before": 2, "recovery_s": "x"}]}, bounds)
+    assert unread.phases == {} and len(unread.ignored) == 3  # recovery_s, lost_work_s, after

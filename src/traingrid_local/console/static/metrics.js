@@ -97,6 +97,10 @@ const TrainGridMetrics = (() => {
     const warnings = Object.entries(answer.stragglers).map(([node, why]) =>
       Object.assign(document.createElement("p"), { className: "straggler-note error-text",
         textContent: `Straggler ${node}: ${why}` }));
+    // What the API left out of the nodes' files (the job writes them), said as text.
+    const ignored = (answer.ignored || []).map((note) =>
+      Object.assign(document.createElement("p"), { className: "ignored-note muted",
+        textContent: `Left out: ${note}` }));
     const grid = document.createElement("div");
     grid.className = "charts";
     grid.append(
@@ -105,7 +109,7 @@ const TrainGridMetrics = (() => {
         colour: PALETTE[1] }], "chart-images"),
       chart("images/s by node", perNode(answer, "images_per_s"), "chart-node-images"),
       chart("input wait a step (s) by node", perNode(answer, "input_s"), "chart-node-input"));
-    box.replaceChildren(summary, ...warnings, grid);
+    box.replaceChildren(summary, ...warnings, ...ignored, grid);
   }
 
   return { show };

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.shared.json_encoder import Encoder
 
 from traingrid.errors import RequestInvalid
+from traingrid.observability import logger
 from traingrid.validation import load_json, parse
 
 if TYPE_CHECKING:
@@ -42,3 +46,22 @@ def submitted(result: dict[str, Any]) -> Response:
     """202 for a run this request started, 200 for one that already existed."""
     return json_response(202 if result["started"] else 200, result,
                          {"Location": f"/runs/{result['name']}"})
+
+
+def _finite(document: Any) -> Any:
+    if isinstance(document, float) and not math.isfinite(document):
+        return None
+    if isinstance(document, dict):
+        return {k: _finite(v) for k, v in document.items()}
+    return [_finite(v) for v in document] if isinstance(document, list) else document
+
+
+def json_text(body: Any) -> str:
+    """An answer's body as JSON, as Powertools writes it, but with finite numbers only: JSON
+    has no NaN or Infinity (the console's parser refuses them), so one is written as null."""
+    try:
+        return json.dumps(body, separators=(",", ":"), cls=Encoder, allow_nan=False)
+    except ValueError:  # a float out of JSON's range
+        logger.warning("an answer held a number that is not finite; written as null")
+        loose = json.loads(json.dumps(body, cls=Encoder))  # what Encoder made of it, NaN too
+        return json.dumps(_finite(loose), separators=(",", ":"), allow_nan=False)

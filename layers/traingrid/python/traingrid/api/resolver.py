@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from traingrid.api import campaigns, costs, runs
-from traingrid.api.http import json_response
+from traingrid.api.http import json_response, json_text
 from traingrid.api.idempotency import Submissions
 from traingrid.errors import (
     CommandNotPermitted,
@@ -32,7 +32,7 @@ STATUS_OF = {NotFound: 404, DatasetNotFound: 404, RunConflict: 409, RequestInPro
 
 
 def build(settings: ApiSettings) -> APIGatewayRestResolver:
-    resolver = APIGatewayRestResolver()
+    resolver = APIGatewayRestResolver(serializer=json_text)
     submissions = Submissions(settings.idempotency_table)
     resolver.include_router(runs.router(settings, submissions))
     resolver.include_router(campaigns.router(settings, submissions))

@@ -111,6 +111,30 @@ def _json_object(uri: str, max_bytes: int, ranged: Callable[[], dict[str, Any]],
     return JsonObject(load_json(data or b"{}"), response["LastModified"])
 
 
+@dataclass(frozen=True)
+class Tail:
+    data: bytes  # the object's last bytes, at most the ones asked for
+    size: int  # the whole object's
+
+
+def read_tail(bucket: str, key: str, max_bytes: int) -> Tail | None:
+    """The last ``max_bytes`` of an object and its size, or None if there is no such object."""
+    try:
+        with translated("S3", "GetObject"):
+            try:
+                response = client("s3").get_object(Bucket=bucket, Key=key,
+                                                   Range=f"bytes=-{max_bytes}")
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "InvalidRange":
+                    raise
+                return Tail(b"", 0)  # an empty object has no last byte for a range to end at
+            data = response["Body"].read(max_bytes)
+    except ResourceNotFound:
+        return None
+    whole = str(response.get("ContentRange") or "").rpartition("/")[2]  # bytes a-b/size
+    return Tail(data, int(whole) if whole.isdigit() else len(data))
+
+
 def read_text_tail(bucket: str, key: str, max_bytes: int = 64 * 1024) -> str | None:
     """The last ``max_bytes`` of a text object, or None if there is no such object."""
     try:

@@ -121,6 +121,8 @@ class Usage:
     staging: list[StagingUse] = field(default_factory=list)
     unpriced_jobs: list[UnpricedJob] = field(default_factory=list)
     in_flight: bool = False
+    # What the archive step left out of the job's reported figures, and why.
+    ignored: list[str] = field(default_factory=list)
 
     def with_regions(self, used: RegionsUsed) -> Usage:
         """This fan-out's use with its regions' jobs and staging as priced from them."""
@@ -220,7 +222,8 @@ def receipt(usage: Usage, estimate: Mapping[str, Any] | None) -> dict[str, Any]:
         "prices_version": prices.VERSION,
         "in_flight": usage.in_flight,
         "lines": [line | {"amount": float(line["amount"])} for line in lines],
-        "goodput": None if usage.fanout else goodput.goodput(usage.attempts),
+        "goodput": None if usage.fanout else goodput.goodput(usage.attempts) | (
+            {"ignored": usage.ignored} if usage.ignored else {}),
     }
 
 
@@ -234,6 +237,10 @@ def _count(value: Any) -> int:
 
 def _phases(value: Any) -> dict[str, int]:
     return {k: _count(v) for k, v in _dict(value).items() if k in goodput.CAUSES}
+
+
+def _notes(value: Any) -> list[str]:
+    return [n for n in value if isinstance(n, str)] if isinstance(value, list) else []
 
 
 def attempts_used(planned_job: dict[str, Any], job: dict[str, Any],
@@ -311,10 +318,11 @@ def from_state(state: Mapping[str, Any], file_system_s: float,
     planned_job = _dict(plan.get("job"))
     fs = (_file_system(plan, state, file_system_s, file_system_source)
           if _dict(state.get("file_system")).get("id") else None)
+    archived = _dict(state.get("archive"))
     return Usage(instance_type=planned_job.get("instance_type"),
                  attempts=attempts_used(planned_job, _dict(state.get("job")),
-                                        _dict(state.get("archive")).get("phases")),
-                 file_system=fs)
+                                        archived.get("phases")),
+                 file_system=fs, ignored=_notes(archived.get("ignored")))
 
 
 def _json(text: Any) -> Any:

@@ -131,7 +131,10 @@ class RunReader:
         pipeline, description = self.find(name)
         found = {"name": name, "pipeline": pipeline, "status": description["status"]}
         if pipeline == TRAINING_RUN:
-            return found | metrics.training_run_curves(self.settings.data_bucket, name, wanted)
+            # Only its nodes' files, and points of its lifetime: the job writes them.
+            return found | metrics.training_run_curves(
+                self.settings.data_bucket, name, wanted,
+                metrics.run_nodes(description.get("input")), description["startDate"])
         events = stepfunctions.execution_history(description["executionArn"])
         if description["status"] == RunStatus.RUNNING:
             events = events + self._branch_events(events)  # where each region's job stands

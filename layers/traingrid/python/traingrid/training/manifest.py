@@ -20,6 +20,8 @@ from traingrid.vocabulary.training_run import (
     ArchiveState,
     CheckArchiveEvent,
     ExportState,
+    RunPlan,
+    TrainingJobState,
     WriteManifestEvent,
 )
 
@@ -68,7 +70,7 @@ def _verified(event: CheckArchiveEvent, export: ExportState | None) -> ArchiveSt
         )
     total = sum(o["size"] for o in objects)
     archived_by = "export task" if export else "training job"
-    reported = reported_phases(bucket, outputs, objects)
+    reported = reported_phases(bucket, outputs, objects, attempt_bounds(plan, job))
     uri = s3.write_json(bucket, manifest_key, {
         "run": plan["run"],
         "dataset": plan["dataset"]["uri"],
@@ -83,25 +85,44 @@ def _verified(event: CheckArchiveEvent, export: ExportState | None) -> ArchiveSt
     })
     state: ArchiveState = {"complete": True, "archived_by": archived_by, "manifest": uri,
                            "objects": len(objects), "bytes": total}
-    if reported:
-        state["phases"] = reported
+    if reported.phases:
+        state["phases"] = reported.phases
+    if reported.ignored:
+        state["ignored"] = reported.ignored
     return state
 
 
-def reported_phases(bucket: str, prefix: str, objects: list[dict[str, Any]]
-                    ) -> dict[str, int] | None:
-    """The node-seconds by cause the job's metrics.json reports (``training.recoveries``),
-    or None when it has none, is not one, or cannot be read: the goodput's figures never
-    stop the archive."""
+def attempt_bounds(plan: RunPlan, job: TrainingJobState) -> recoveries.Bounds:
+    """What the attempt that wrote the outputs had: its nodes, and how long it ran (Batch's
+    timestamps; its time limit where they are not known)."""
+    ran = job.get("running_s")
+    seconds = ran if isinstance(ran, int) and ran > 0 else plan["job"]["attempt_duration_s"]
+    return recoveries.Bounds(nodes=plan["job"]["nodes"], seconds=seconds)
+
+
+def reported_phases(bucket: str, prefix: str, objects: list[dict[str, Any]],
+                    bounds: recoveries.Bounds) -> recoveries.Reported:
+    """The node-seconds by cause the job's metrics.json reports (``training.recoveries``)
+    and what of it was left out. The job wrote it: whatever it holds, the goodput's figures
+    never stop the archive, so a file that cannot be read is a note, never an error."""
     key = prefix + recoveries.METRICS_FILE
     if not any(o["key"] == key for o in objects):
-        return None
+        return recoveries.Reported()
     try:
         document = s3.get_json(bucket, key, max_bytes=recoveries.METRICS_MAX_BYTES).document
+        reported = recoveries.read(document, bounds)
     except (ValueError, TrainGridError) as error:
-        logger.warning("the job's recoveries were not read", extra={"error": str(error)})
-        return None
-    return recoveries.phases(document)
+        note = f"metrics.json was not read: {error}"
+    except Exception as error:  # noqa: BLE001 - a bug in reading it must not fail the run
+        logger.exception("the job's metrics.json was not read")
+        note = f"metrics.json was not read ({type(error).__name__}; the function's log has why)"
+    else:
+        if reported.ignored:
+            logger.warning("values of the job's metrics.json left out",
+                           extra={"ignored": reported.ignored})
+        return reported
+    logger.warning("the job's recoveries were not read", extra={"error": note})
+    return recoveries.Reported(ignored=recoveries.bounded([note]))
 
 
 def output_index(bucket: str, prefix: str, objects: list[dict[str, Any]]

@@ -283,6 +283,8 @@ class ArchiveState(TypedDict):
     bytes: NotRequired[int]
     # Node-seconds by cause the job's trainer reported (``training.recoveries``): its goodput.
     phases: NotRequired[dict[str, int]]
+    # What of the job's metrics.json was left out of them, and why (a few lines at most).
+    ignored: NotRequired[list[str]]
 
 
 class RetainFileSystemEvent(TypedDict):

@@ -133,7 +133,9 @@ def publish(account_id: str, region: str, data: Sequence[Datum]) -> None:
         backend.put_metric_data(datum.namespace, [{
             "MetricName": datum.name, "Values": list(datum.values),
             "Dimensions": [{"Name": n, "Value": v} for n, v in datum.dimensions],
-            "Timestamp": datum.timestamp, "Unit": datum.unit}])
+            # naive UTC, as moto keeps every datum (its GetMetricData compares with them)
+            "Timestamp": datum.timestamp.astimezone(UTC).replace(tzinfo=None),
+            "Unit": datum.unit}])
 
 
 def _accepted(events: list[dict[str, Any]], rejected: dict[str, Any]) -> list[dict[str, Any]]:

@@ -50,6 +50,9 @@ def test_a_document_that_breaks_the_specification_publishes_nothing() -> None:
         json.dumps({**good, "StalledSeconds": float("inf")}),  # JSON's Infinity
         json.dumps({**good, "StalledSeconds": []}),
         "not json at all",
+        # a job's lines that would break the reader: a time past any calendar, deep nesting
+        json.dumps({**good, "_aws": {**good["_aws"], "Timestamp": 1e300}}),
+        "{" + '"a":' + "[" * 100_000 + "]" * 100_000 + "}",
     ]
     assert [extract(text) for text in broken] == [[]] * len(broken)
 

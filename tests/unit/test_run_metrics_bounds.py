@@ -218,3 +218,14 @@ def test_a_file_that_cannot_be_read_is_a_note_and_the_others_are_answered(bucket
     assert list(read.nodes) == ["node-0"]
     assert read.notes(node_series.share(3), (T0 - 600, T0 + 600)) == [
         "1 node file(s) not read: node-1's: S3.GetObject failed: AccessDenied: Access Denied"]
+
+
+def test_a_file_of_millions_of_short_lines_is_read_to_a_share_of_lines(bucket):
+    # 16 MiB of "{}" lines is 5.6 million lines: parsing them all takes longer than the API
+    # function may run; only the newest of them are read, and the notes say so.
+    bucket("node-0.jsonl", b"{}\n" * (16 * 1024**2 // 3) + point(T0).encode())
+    read = node_series.read_nodes(BUCKET, PREFIX, 1, (T0 - 600, T0 + 600), EVERYWHERE)
+    assert read.not_points == node_series.READ_LINES - 1  # the newest lines, but the point
+    assert read.nodes["node-0"].latest is not None and read.cut_lines == 1
+    assert ("1 node file(s) with more lines than a node's share: only the newest lines read"
+            in read.notes(node_series.share(1), (T0 - 600, T0 + 600)))

@@ -71,7 +71,7 @@ def extract(message: str) -> list[Datum]:
         return []
     try:
         root = json.loads(message)
-    except ValueError:
+    except (ValueError, RecursionError):  # a job's line: deeply nested is no EMF either
         return []
     meta = root.get("_aws") if isinstance(root, dict) else None
     if not isinstance(meta, dict) or not _number(meta.get("Timestamp")):
@@ -79,7 +79,10 @@ def extract(message: str) -> list[Datum]:
     directives = meta.get("CloudWatchMetrics")
     if not isinstance(directives, list) or not directives:
         return []
-    at = datetime.fromtimestamp(meta["Timestamp"] / 1000, UTC)
+    try:
+        at = datetime.fromtimestamp(meta["Timestamp"] / 1000, UTC)
+    except (OverflowError, ValueError, OSError):  # a time no calendar holds
+        return []
     found: list[Datum] = []
     for directive in directives:
         data = _directive(root, directive, at)

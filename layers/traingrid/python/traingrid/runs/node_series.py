@@ -9,7 +9,8 @@ trusted, and what the API function (512 MB, 29 s) reads of them is bounded.
   name under the folder is never listed nor read, so a planted node cannot make the run's own
   read as stragglers.
 - Of each file, its newest bytes: at most MAX_NODE_BYTES, and a node's share of READ_BYTES over
-  all of them. A line over MAX_LINE characters is not a point.
+  all of them; of those, its newest lines: a node's share of READ_LINES (short lines would
+  otherwise make millions of them of a few MiB). A line over MAX_LINE characters is not a point.
 - A point's time ``t`` is within the run's lifetime (its start to now, CLOCK_SLACK_S either
   side for the nodes' clocks); each value is a finite number, at most MAGNITUDE in size and,
   but for the loss, not negative (so that sums over every node and bin stay finite and short).
@@ -39,6 +40,7 @@ MAX_NODE_BYTES = 16 * 1024**2
 # About 200,000 points of ~165 bytes, parsed and binned in a few CPU-seconds: 500 nodes' newest
 # 64 KiB each (about 400 points), 20 nodes' 1.6 MiB.
 READ_BYTES = 32 * 1024**2
+READ_LINES = 200_000  # as many as READ_BYTES holds of real points
 READERS = 10  # GETs in flight: botocore's pool keeps 10 connections
 MAX_LINE = 2048  # a point is about 200 characters
 MAGNITUDE = 1e12
@@ -76,6 +78,7 @@ class Read:
     untimely: int = 0  # points timed outside the run's lifetime
     not_points: int = 0  # lines that are not a point (torn, not JSON, too long, no time)
     cut: int = 0  # files longer than what was read of them
+    cut_lines: int = 0  # files with more lines than a node's share of READ_LINES
     unread: list[str] = field(default_factory=list)  # why each file that was not read
 
     def notes(self, share: int, lifetime: tuple[float, float]) -> list[str]:
@@ -93,6 +96,9 @@ class Read:
         if self.cut:
             found.append(f"{self.cut} node file(s) larger than a node's share ({share:,} "
                          "bytes): only the newest part of each read")
+        if self.cut_lines:
+            found.append(f"{self.cut_lines} node file(s) with more lines than a node's share: "
+                         "only the newest lines read")
         if self.unread:
             found.append(f"{len(self.unread)} node file(s) not read: {self.unread[0]}"
                          [:NOTE_CHARS])
@@ -130,11 +136,16 @@ def _line(line: str) -> tuple[float, dict[str, Any]] | None:
 
 
 def parse_into(read: Read, node: str, text: str, lifetime: tuple[float, float],
-               wanted: tuple[float, float]) -> None:
-    """The points of ``text`` (a node's file) timed within ``lifetime`` and ``wanted`` into
-    ``read``: a value out of bounds is left out of its point, what is not a point skipped."""
+               wanted: tuple[float, float], max_lines: int = READ_LINES) -> None:
+    """The points of the newest ``max_lines`` lines of ``text`` (a node's file) timed within
+    ``lifetime`` and ``wanted`` into ``read``: a value out of bounds is left out of its point,
+    what is not a point skipped."""
     points = read.nodes.setdefault(node, NodePoints())
-    for line in text.splitlines():
+    lines = text.rstrip("\n").rsplit("\n", max(max_lines, 1))  # splits no more than that
+    if len(lines) > max_lines:
+        read.cut_lines += 1
+        lines = lines[1:]
+    for line in lines:
         parsed = _line(line)
         if parsed is None:
             read.not_points += bool(line.strip())
@@ -181,6 +192,7 @@ def read_nodes(bucket: str, prefix: str, nodes: int, lifetime: tuple[float, floa
     """Each of the run's ``nodes`` files under ``prefix`` that exists, read within the bounds
     above (several at once), its points parsed as each arrives."""
     names, most = node_names(nodes), share(nodes)
+    lines = READ_LINES // max(len(names), 1)
     read = Read()
 
     def tail(name: str) -> s3.Tail | str | None:
@@ -198,7 +210,8 @@ def read_nodes(bucket: str, prefix: str, nodes: int, lifetime: tuple[float, floa
                 if got.size > len(data):  # read from within a line: that part is no point
                     read.cut += 1
                     data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
-                parse_into(read, name, data.decode("utf-8", "replace"), lifetime, wanted)
+                parse_into(read, name, data.decode("utf-8", "replace"), lifetime, wanted,
+                           lines)
     return read
 
 
@@ -207,5 +220,5 @@ def parse_all(texts: Mapping[str, str], lifetime: tuple[float, float] = (0.0, 41
     """``texts`` (node → its file) parsed as ``read_nodes`` parses what it reads."""
     read = Read()
     for node, text in texts.items():
-        parse_into(read, node, text, lifetime, wanted)
+        parse_into(read, node, text, lifetime, wanted, READ_LINES // max(len(texts), 1))
     return read

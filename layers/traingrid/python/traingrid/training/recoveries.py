@@ -11,7 +11,7 @@ one is paid to its loss only: ``costs.node_time``); the lost work on every node 
 
 The job writes this file, and so can any job that writes under ``runs/``: nothing in it is
 trusted. A recovery with a value of the wrong type, negative, not finite, or beyond what the
-attempt had (more nodes than it ran on, fewer after than before, a recovery or lost work
+attempt had (more nodes than it ran on, more after than before, a recovery or lost work
 longer than it ran, recoveries adding up to more than it ran) is left out and named in
 ``ignored``, which the receipt's goodput shows; it is never clamped into the figures, so a
 forged file can neither stop the archive nor turn the goodput into 0 %. Pure: tested without

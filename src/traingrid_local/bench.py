@@ -14,7 +14,8 @@ Writes ``bench/results.json`` and prints a table:
   ``vcpu-quota`` scenarios;
 - ``goals``: each goal below, its figure and whether it is met;
 - the cold-start import time of each function's handler module against boto3's own
-  (``bench_imports``: the goals are ratios), the size of the runtime layer, planning a
+  (``bench_imports``: the goals are ratios), the wall time of the CLI's commands against
+  boto3's import (``bench_cli``: a ratio too), the size of the runtime layer, planning a
   10,000-dataset campaign on SQLite and on PostgreSQL, and the demo's wall time (no goal: no
   baseline timed beside it does the same work, and its seconds move with the machine).
 
@@ -42,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from traingrid_local import (
+    bench_cli,
     bench_goodput,
     bench_imports,
     bench_scale_concurrent,
@@ -254,6 +256,8 @@ def measure() -> dict[str, Any]:
     console.print(f"cold imports of every handler and of boto3 alone ({RUNS} fresh processes "
                   "each)…")
     results: dict[str, Any] = bench_imports.measure() | {"layer_bytes": layer_bytes()}
+    console.print(f"the CLI's commands and boto3's import ({bench_cli.RUNS} rounds)…")
+    results |= bench_cli.measure()
     console.print(f"planning {DATASETS:,} datasets…")
     with tempfile.TemporaryDirectory() as workdir:
         sqlite = plan_ms(f"sqlite:///{workdir}/bench.db")
@@ -329,6 +333,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     if lag is not None and cleaned != LAG_RUNS:  # a median of the runs that got that far
         lag.update(met=False, why=f"{cleaned} of {LAG_RUNS} runs cleaned up")
     met.update(bench_imports.goals(results))
+    met.update(bench_cli.goals(results))
     met.update(bench_scale_concurrent.goals(results))
     met.update(bench_scale_plan.goals(results))
     met.update(bench_goodput.goals(results))
@@ -352,6 +357,7 @@ def show(results: dict[str, Any]) -> None:
     table.add_column("measure")
     table.add_column("value", justify="right")
     bench_imports.add_rows(table, results)
+    bench_cli.add_rows(table, results)
     if "layer_bytes" in results:
         table.add_row("runtime layer (python sources)",
                       f"{results['layer_bytes'] / 1024:.0f} KiB")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.fuzz.conftest import any_body, nasty_text
-from traingrid_local.cli import main as cli_module
 from traingrid_local.cli.main import app
+from traingrid_local.demo import runner as demo_runner
 
 pytestmark = pytest.mark.e2e
 
@@ -137,7 +137,7 @@ def test_demo_refuses_bad_options_before_it_starts(monkeypatch, pipeline, scenar
                                                    speed, hours, manifest):
     started = []
     # The demo itself takes a minute; what is under test is what reaches it.
-    monkeypatch.setattr(cli_module.demo_runner, "run", lambda options, *_: started.append(
+    monkeypatch.setattr(demo_runner, "run", lambda options, *_: started.append(
         options) or {"ok": True, "executions": [], "pipelines": [], "scenario": "",
                      "clock_speed": 1, "rejected_manifests": [], "artifacts": [],
                      "retained_resources": [], "leaked_resources": [], "expected": {},

@@ -5,38 +5,37 @@ when the account or the stack cannot be read."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from traingrid_local.cli.runs import INVALID, RUN_FAILED, UNREACHABLE, fail
-from traingrid_local.cli.terminal import plain, stdout
-from traingrid_local.doctor import (
+from traingrid.vocabulary.campaign_fanout import (
     DEFAULT_CAMPAIGN_INSTANCE_COUNT,
     DEFAULT_CAMPAIGN_INSTANCE_TYPE,
-    DEFAULT_NODES,
-    CannotRead,
-    Options,
-    Report,
-    diagnose,
-    to_json,
 )
-from traingrid_local.doctor.findings import BLOCKER, OK, WARNING
-from traingrid_local.doctor.needs import ConfigurationError
+from traingrid.vocabulary.catalog import DEFAULT_NODES
+from traingrid_local.cli.runs import INVALID, RUN_FAILED, UNREACHABLE, fail
+from traingrid_local.cli.terminal import plain, stdout
+
+if TYPE_CHECKING:
+    from traingrid_local.doctor import Report
 
 commands = typer.Typer()
-MARKS = {OK: ("ok", "green"), WARNING: ("warning", "yellow"), BLOCKER: ("BLOCKER", "bold red")}
 
 
 def _print(report: Report) -> None:
+    from traingrid_local.doctor.findings import BLOCKER, OK, WARNING
+
+    marks = {OK: ("ok", "green"), WARNING: ("warning", "yellow"),
+             BLOCKER: ("BLOCKER", "bold red")}
     where = f"stack {report.stack}" if report.stack else "before the first deploy"
     stdout.print(plain(f"traingrid doctor: {where} in {report.region}, as {report.identity} "
                        f"(read from {', '.join(report.sources)})"), highlight=False,
                  markup=False, soft_wrap=True)
     width = max(len(f.check) for f in report.findings) if report.findings else 0
     for finding in report.findings:
-        mark, style = MARKS[finding.status]
+        mark, style = marks[finding.status]
         line = Text(f"{mark:8}", style=style)
         line.append(plain(f" {finding.check:{width}}  {finding.message}"))  # AWS's names
         stdout.print(line, highlight=False, soft_wrap=True)
@@ -82,6 +81,10 @@ def doctor(
     concurrency. Exit code 1 with any blocker (warnings do not fail), 2 for invalid options, 3
     when the account or the stack cannot be read.
     """
+    # AWS's SDK: this command's alone.
+    from traingrid_local.doctor import CannotRead, Options, diagnose, to_json
+    from traingrid_local.doctor.needs import ConfigurationError
+
     options = Options(region=region or "", stack=stack, template=template, samconfig=samconfig,
                       parameters=tuple(parameter or ()), instance_types=instance_types,
                       nodes=nodes, campaign_regions=campaign_regions,

@@ -7,27 +7,26 @@ import math
 import signal
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
-from traingrid_local.api.server import RequestLog
 from traingrid_local.cli.runs import INVALID, UNREACHABLE, fail
 from traingrid_local.cli.terminal import cell, plain, stderr, stdout
-from traingrid_local.console.remote import remote
-from traingrid_local.demo.served import TICK_PATH, served
+from traingrid_local.emulator.clock import DEFAULT_SPEED
 from traingrid_local.emulator.fault_injection import FAULTS
-from traingrid_local.emulator.session import DEFAULT_SPEED
-from traingrid_local.stack.environment import DEMO_BUCKET
-from traingrid_local.stack.schedules import SCHEDULED_JOBS
+from traingrid_local.stack.schedules import SCHEDULED_JOBS, TICK_PATH
+
+if TYPE_CHECKING:
+    from traingrid_local.api.server import RequestLog
 
 commands = typer.Typer()
 ENDPOINT_ENV = "TRAINGRID_ENDPOINT"
 
 
-def _examples(url: str) -> str:
-    dataset = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+def _examples(url: str, bucket: str) -> str:
+    dataset = f"s3://{bucket}/imagenet2012/resized/"
     return "\n".join([
         f"TrainGrid API on {url} (the embedded emulator; Ctrl-C stops it)",
         f"The console, every run and its graph: {url}/console",
@@ -76,9 +75,13 @@ def serve(
     seconds = training_hours * 3600
     training = {"batch": seconds, "sagemaker": seconds}
     stderr.print("Deploying template.yaml into the emulated account…", highlight=False)
+    from traingrid_local.demo.served import served  # the emulator: this command's alone
+    from traingrid_local.stack.environment import DEMO_BUCKET
+
     _until_stopped("serve", port, lambda log: served(port=port, speed=speed, request_log=log,
                                                      faults=faults, training_seconds=training),
-                   lambda api: _examples(api.url), "the server and the emulator", quiet)
+                   lambda api: _examples(api.url, DEMO_BUCKET), "the server and the emulator",
+                   quiet)
 
 
 def _until_stopped(command: str, port: int, start: Callable[[RequestLog | None], Any],
@@ -117,6 +120,8 @@ def console(
     machines' graphs and links to the AWS console. Open the URL it prints: it carries this
     session's token.
     """
+    from traingrid_local.console.remote import remote  # its server: this command's alone
+
     problems = [p for p in (
         None if region else "--region (or AWS_REGION) is needed",
         None if 0 <= port <= 65535 else f"--port {port} is not a TCP port (0-65535)",

@@ -30,7 +30,8 @@ from traingrid_local.cli.terminal import (
     stdout,
     step_of,
 )
-from traingrid_local.demo import runner as demo_runner
+from traingrid_local.demo.scenarios import DEFAULT_KEY, SCENARIOS
+from traingrid_local.emulator.clock import DEFAULT_SPEED
 from traingrid_local.emulator.fault_injection import FAULTS
 
 
@@ -208,17 +209,16 @@ def demo(
     scenario: Annotated[str, typer.Option(
         help="happy, or a fault: " + ", ".join(
             f"{k} ({v.description or FAULTS.get(k, '')})"
-            for k, v in demo_runner.SCENARIOS.items() if k != "happy"),
+            for k, v in SCENARIOS.items() if k != "happy"),
     )] = "happy",
     fault_region: Annotated[str, typer.Option(
         help="The region where SageMaker faults act.")] = "us-west-2",
     manifest: Annotated[Path | None, typer.Option(
         help="Your own manifest (JSON request fields) to upload instead of {}.")] = None,
-    key: Annotated[str, typer.Option(help="S3 key to upload the manifest under.")] = (
-        demo_runner.DEFAULT_KEY),
+    key: Annotated[str, typer.Option(help="S3 key to upload the manifest under.")] = DEFAULT_KEY,
     uploads: Annotated[int, typer.Option(help="Upload the manifest N times.")] = 1,
     speed: Annotated[float, typer.Option(
-        help="Simulated seconds per real second.")] = demo_runner.DEFAULT_SPEED,
+        help="Simulated seconds per real second.")] = DEFAULT_SPEED,
     training_hours: Annotated[float, typer.Option(
         help="Simulated length of the training job.")] = 6.0,
     backend: Annotated[str, typer.Option(
@@ -233,6 +233,8 @@ def demo(
     each run ended, what it cost and recorded, and any resource left behind. Exit code 0 when
     every run ends as its scenario expects and nothing leaked.
     """
+    from traingrid_local.demo import runner as demo_runner  # the emulator: this command's alone
+
     options = demo_runner.DemoOptions(
         pipeline=pipeline, scenario=scenario, manifest=manifest, key=key, uploads=uploads,
         fault_region=fault_region, speed=speed, training_hours=training_hours, backend=backend,
@@ -267,7 +269,7 @@ def demo(
 @app.command()
 def scenarios() -> None:
     """List the demo's scenarios and the end state each pipeline must reach."""
-    for name, scenario in demo_runner.SCENARIOS.items():
+    for name, scenario in SCENARIOS.items():
         what = scenario.description or (FAULTS.get(name, "no fault") if scenario.faults
                                         else "no fault")
         ends = ", ".join(f"{p} {s}" for p, s in scenario.expected.items())

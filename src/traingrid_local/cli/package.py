@@ -5,15 +5,16 @@ one."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
-from traingrid_local.api.code_uploads import Uploaded, UploadFailed, to_served, to_stack
 from traingrid_local.cli.runs import INVALID, RUN_FAILED, UNREACHABLE, Endpoint, Region, fail
 from traingrid_local.cli.terminal import plain, stderr, stdout
-from traingrid_node import code_package
+
+if TYPE_CHECKING:
+    from traingrid_local.api.code_uploads import Uploaded
 
 commands = typer.Typer()
 
@@ -25,6 +26,8 @@ def _say(line: str, err: bool = False) -> None:
 
 
 def _upload(archive: bytes, endpoint: str, stack: str | None, region: str | None) -> Uploaded:
+    from traingrid_local.api.code_uploads import UploadFailed, to_served, to_stack
+
     if stack is not None and not region:
         raise fail("package", "--stack needs --region (or AWS_REGION)", INVALID)
     try:
@@ -57,6 +60,8 @@ def package(
     problem listed. The package goes to the data bucket as `code/sha256/<sha256>.tar.gz`, once:
     when it is there already, nothing is sent. The last line is its `s3://` URI.
     """
+    from traingrid_node import code_package  # tarfile and the rest: this command's alone
+
     if output is not None and output.resolve().is_relative_to(directory.resolve()):
         # The next package of the folder would hold this one.
         raise fail("package", f"--output {output} is inside {directory}: write it elsewhere",

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from traingrid.errors import RequestInvalid
-from traingrid.training.plan import DatasetSize
-from traingrid.training.plan_step import dry_run
-from traingrid.training.run_request import parse_request
 from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
 from traingrid_local.api.client import DEFAULT_ENDPOINT
 from traingrid_local.cli import terminal
@@ -35,11 +32,18 @@ from traingrid_local.cli.runs import (
 )
 from traingrid_local.cli.terminal import DataTable, plain, stderr, stdout
 
+if TYPE_CHECKING:
+    from traingrid.training.plan import DatasetSize
+
 commands = typer.Typer()
 
 
 def local_plan(body: dict[str, Any], dataset: DatasetSize,
                fsx_quota_gib: int = FSX_DEFAULT_STORAGE_QUOTA_GIB) -> dict[str, Any]:
+    # The planner and the request's model (pydantic, botocore): for a plan made here alone.
+    from traingrid.training.plan_step import dry_run
+    from traingrid.training.run_request import parse_request
+
     try:
         request = parse_request(body, commands=True, sent_as="traingrid plan")
     except RequestInvalid as invalid:
@@ -133,6 +137,8 @@ def plan(
     if dataset_objects is not None and dataset_bytes is None:
         raise fail("plan", "--dataset-objects needs --dataset-bytes", INVALID)
     if dataset_bytes is not None:
+        from traingrid.training.plan import DatasetSize  # the planner: for a plan made here
+
         if dataset_bytes < 1 or (dataset_objects is not None and dataset_objects < 1):
             raise fail("plan", "--dataset-bytes and --dataset-objects must be positive",
                        INVALID)

@@ -36,22 +36,18 @@ from traingrid.db.engine import transaction
 from traingrid.db.repositories import RunRepository, TrainingRunRepository
 from traingrid.vocabulary.campaign_fanout import FINAL_JOB_STATUSES, RegionJobStatus
 from traingrid_local.demo.runner import pass_time, settle, upload_sample_dataset
+from traingrid_local.demo.scenarios import FAULT_KINDS, PIPELINES
 from traingrid_local.emulator import fsx
 from traingrid_local.emulator.account import ACCOUNT
-from traingrid_local.emulator.fault_injection import STATE_FAULTS, StateFault
+from traingrid_local.emulator.fault_injection import StateFault
 from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.stack import eks_cluster, report, sample_campaign
 from traingrid_local.stack.environment import DEMO_BUCKET, Deployment, deploy_traingrid
 
 ROOT = Path(__file__).resolve().parents[3]
-PIPELINES = {"training": ("TrainingRun", "statemachines/training_run.asl.json",
-                          "TrainingRunStateMachineArn"),
-             "campaign": ("CampaignFanout", "statemachines/campaign_fanout.asl.json",
-                          "CampaignFanoutStateMachineArn")}
 # A pipeline's other state machines, whose executions its own start (a fan-out's branches):
 # their Task states are cells of the pipeline too.
 NESTED = {"campaign": ("statemachines/campaign_region.asl.json",)}
-FAULT_KINDS = tuple(STATE_FAULTS)
 SPEED = 4000.0
 TRAINING_SECONDS = 3600
 # FSx storage, GiB, an account raised for every cell of a pipeline to keep its file system.

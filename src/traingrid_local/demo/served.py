@@ -31,11 +31,11 @@ from traingrid_local.api.server import (
 from traingrid_local.api.throttle import stage_bucket
 from traingrid_local.console.app import Console
 from traingrid_local.demo.runner import upload_sample_dataset
-from traingrid_local.emulator.session import DEFAULT_SPEED, Emulator
+from traingrid_local.emulator.clock import DEFAULT_SPEED
+from traingrid_local.emulator.session import Emulator
 from traingrid_local.stack import sample_campaign, schedules
 from traingrid_local.stack.environment import Deployment, deploy_traingrid, state_machines
-
-TICK_PATH = "/_emulator/tick"
+from traingrid_local.stack.schedules import TICK_PATH
 
 
 @dataclass

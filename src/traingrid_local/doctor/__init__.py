@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from traingrid.campaigns.sagemaker_job import GPUS_PER_HOST
-from traingrid.db.models import Campaign
-from traingrid.training.run_request import TrainingRunRequest
-from traingrid.vocabulary.catalog import INSTANCE_TYPES
+from traingrid.vocabulary.campaign_fanout import (
+    DEFAULT_CAMPAIGN_INSTANCE_COUNT,
+    DEFAULT_CAMPAIGN_INSTANCE_TYPE,
+)
+from traingrid.vocabulary.catalog import DEFAULT_NODES, INSTANCE_TYPES
 from traingrid_local.doctor.checks import run_checks
 from traingrid_local.doctor.eks import eks_findings
 from traingrid_local.doctor.findings import BLOCKER, WARNING, Aws, AwsError, Finding
@@ -31,9 +33,6 @@ from traingrid_local.doctor.needs import (
 from traingrid_local.templates import TEMPLATE, TemplateError, flatten, parse_template
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
-DEFAULT_NODES: int = TrainingRunRequest.model_fields["nodes"].default
-DEFAULT_CAMPAIGN_INSTANCE_TYPE: str = Campaign.__table__.c.instance_type.default.arg
-DEFAULT_CAMPAIGN_INSTANCE_COUNT: int = Campaign.__table__.c.instance_count.default.arg
 
 
 class CannotRead(Exception):

@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
+# Simulated seconds per real second of a session, unless it asks for another speed.
+DEFAULT_SPEED = 2000.0
 # The longest a waiter sleeps before looking again: holds come and go while it waits.
 _LOOK_AGAIN_S = 0.05
 # How long the clock must have gone unheld before it skips ahead: a thread woken a moment ago

@@ -51,7 +51,7 @@ from traingrid_local.emulator import (
     throttling,
 )
 from traingrid_local.emulator.alarms import ALARMS
-from traingrid_local.emulator.clock import CLOCK
+from traingrid_local.emulator.clock import CLOCK, DEFAULT_SPEED
 from traingrid_local.emulator.patching import PATCHES, PatchError
 
 ACCOUNT_ID = "123456789012"
@@ -78,7 +78,6 @@ ADAPTATIONS = (stores, sfn_stack, cloudformation, cloudwatch_alarms, metric_alar
                sfn_faults, sfn_events, sfn_nested, sfn_stop, sfn_history, events, s3,
                fsx_quota, fsx, instances, batch, batch_environments, batch_pods, capacity,
                sagemaker, sagemaker_events, sagemaker_metrics, throttling, account, rds)
-DEFAULT_SPEED = 2000.0
 # The botocore handler that notes each call for the function making it.
 RECORD_CALLS = "traingrid-record-call"
 # What ``training_seconds`` may set: the modules whose TRAINING_SECONDS a job trains for.

@@ -13,12 +13,14 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traingrid.clock import iso, parse_iso
-from traingrid_local.emulator.deploy import Stack
-from traingrid_local.emulator.session import ACCOUNT_ID, Emulator
 from traingrid_local.stack.cron_expression import last_due
+
+if TYPE_CHECKING:  # `traingrid tick` reads the jobs' names without loading the emulator
+    from traingrid_local.emulator.deploy import Stack
+    from traingrid_local.emulator.session import Emulator
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ SCHEDULED_JOBS = {
         "the janitor: releases the file systems, Batch jobs and SageMaker jobs that ended runs "
         "left behind"),
 }
+# The route of `traingrid serve`'s server that fires them.
+TICK_PATH = "/_emulator/tick"
 
 
 class JobFailed(RuntimeError):
@@ -48,7 +52,8 @@ def scheduled_event(rule_arn: str, at: datetime, region: str) -> dict[str, Any]:
     """The event an EventBridge schedule rule sends its target."""
     return {
         "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
-        "source": "aws.events", "account": ACCOUNT_ID, "time": iso(at), "region": region,
+        "source": "aws.events", "account": rule_arn.split(":")[4],  # the rule's account
+        "time": iso(at), "region": region,
         "resources": [rule_arn], "detail": {},
     }
 

@@ -28,7 +28,12 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from traingrid import clock
 from traingrid.db.base import Base, UtcDateTime
-from traingrid.vocabulary.campaign_fanout import PLACEMENTS, RegionJobStatus
+from traingrid.vocabulary.campaign_fanout import (
+    DEFAULT_CAMPAIGN_INSTANCE_COUNT,
+    DEFAULT_CAMPAIGN_INSTANCE_TYPE,
+    PLACEMENTS,
+    RegionJobStatus,
+)
 from traingrid.vocabulary.statuses import ENDED_RUN_STATUSES, FANOUT_RUN_STATUSES, RunStatus
 
 REGION_JOB_STATUSES = tuple(status.value for status in RegionJobStatus)
@@ -51,8 +56,8 @@ class Campaign(Base):
     description: Mapped[str | None] = mapped_column(Text)
     # Shared by every region's job.
     hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    instance_type: Mapped[str] = mapped_column(String(64), default="ml.p3.16xlarge")
-    instance_count: Mapped[int] = mapped_column(Integer, default=10)
+    instance_type: Mapped[str] = mapped_column(String(64), default=DEFAULT_CAMPAIGN_INSTANCE_TYPE)
+    instance_count: Mapped[int] = mapped_column(Integer, default=DEFAULT_CAMPAIGN_INSTANCE_COUNT)
     # Fewest instances a region's job may shrink to when SageMaker has no capacity for
     # instance_count there, before it moves region (None: instance_count, no shrinking).
     min_instance_count: Mapped[int | None] = mapped_column(Integer)

@@ -26,6 +26,7 @@ from traingrid.validation import MAX_KEYS, at_most, parse
 from traingrid.vocabulary.catalog import (
     AL2023_NVIDIA_UNSUPPORTED_FAMILIES,
     DEFAULT_INSTANCE_TYPE,
+    DEFAULT_NODES,
     INSTANCE_TYPES,
     PERSISTENT_1_PER_UNIT_MB_S,
     REFUSED_DEPLOYMENT_TYPES,
@@ -230,7 +231,8 @@ class TrainingRunRequest(_Strict):
         description="Run name (execution and job name); derived from the trigger when absent.",
         json_schema_extra={"pattern": RUN_NAME_PATTERN},
     )
-    nodes: JsonInteger = Field(default=20, ge=1, le=500, description="Nodes of the multi-node job.")
+    nodes: JsonInteger = Field(default=DEFAULT_NODES, ge=1, le=500,
+                               description="Nodes of the multi-node job.")
     min_nodes: Annotated[int, Field(ge=1, le=500), BeforeValidator(integral)] | None = Field(
         default=None,
         description="Fewest nodes the run may train on (at most nodes; by default nodes). When "

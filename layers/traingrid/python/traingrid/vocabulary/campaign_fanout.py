@@ -21,6 +21,9 @@ class Placement(StrEnum):
 
 
 PLACEMENTS = tuple(p.value for p in Placement)
+# A campaign's fleet in each region, unless it names its own.
+DEFAULT_CAMPAIGN_INSTANCE_TYPE = "ml.p3.16xlarge"
+DEFAULT_CAMPAIGN_INSTANCE_COUNT = 10
 
 
 class RegionJobStatus(StrEnum):

@@ -56,6 +56,8 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 # The type a request trains on unless it names one: its nodes launch on the AMI AWS Batch
 # chooses by default (ECS_AL2023_NVIDIA), which p3 and g3 types do not (below).
 DEFAULT_INSTANCE_TYPE = "p4d.24xlarge"
+# The nodes of a request that does not say.
+DEFAULT_NODES = 20
 
 # AWS Batch's ECS compute environments launch GPU types on ECS_AL2023_NVIDIA unless an AMI is
 # named (Ec2Configuration.imageIdOverride): "ECS_AL2023_NVIDIA doesn't support p3 and g3

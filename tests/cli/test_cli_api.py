@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -30,12 +32,13 @@ DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_serve(cwd: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+def start_serve(cwd: Path, *options: str, quiet: bool = True) -> tuple[subprocess.Popen[str], str]:
     """`traingrid serve` in its own process (the runner swaps sys.stdout, which an in-process
     server's functions would share); its URL once it answers."""
     traingrid = Path(sys.executable).with_name("traingrid")
     process = subprocess.Popen(
-        [str(traingrid), "serve", "--port", "0", "--quiet", "--speed", "4000", *options],
+        [str(traingrid), "serve", "--port", "0", *(["--quiet"] if quiet else []), "--speed",
+         "4000", *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
         env=os.environ | {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"})
     banner = process.stdout.readline()
@@ -303,3 +306,25 @@ def test_a_name_that_is_a_path_is_refused_not_sent(traingrid, name):
         assert result.exit_code == 2, result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert "is not a run name" in result.stderr.strip().splitlines()[-1]
+
+
+def test_serves_request_log_shows_a_request_line_as_text(tmp_path):
+    """A request line is the caller's: brackets in it are neither Rich markup (a MarkupError
+    answered 500, a link hiding its address) nor is an escape sent to the terminal."""
+    process, url = start_serve(tmp_path, quiet=False)
+    lines = ("/runs?x=[/bold]", "/runs?x=[link=https://evil.example]docs[/link]",
+             "/runs?x=%1b]0;title%07")
+    try:
+        for line in lines:
+            try:
+                with urllib.request.urlopen(url + line, timeout=30) as answer:
+                    status = answer.status
+            except urllib.error.HTTPError as refused:  # x is no parameter of /runs
+                status = refused.code
+            assert status == 400, line  # not 500: logging it did not fail
+    finally:
+        code, err = stop(process)
+    assert code == 0, err
+    assert "GET /runs?x=[/bold]" in err
+    assert "GET /runs?x=[link=https://evil.example]docs[/link]" in err
+    assert "\x1b" not in err

@@ -90,7 +90,8 @@ def _until_stopped(command: str, port: int, start: Callable[[RequestLog | None],
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    log = None if quiet else (lambda line: stderr.print(line, highlight=False))
+    # A request line is the caller's text: shown as it is (escaped by the server), never markup.
+    log = None if quiet else (lambda line: stderr.print(line, highlight=False, markup=False))
     try:
         with start(log) as server:
             stdout.print(banner(server), highlight=False, soft_wrap=True)

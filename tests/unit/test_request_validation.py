@@ -127,3 +127,16 @@ def test_every_problem_is_listed_at_once(body, extra, nodes):
         raise AssertionError("accepted an unknown field and nodes < 1")
 
 
+
+
+def test_an_unknown_field_is_named_with_the_closest_field_of_its_own_model():
+    body = {"dataset": "s3://bucket/data/", "nodse": 2, "fsx": {"preloda": True}, "zzzz": 1}
+    try:
+        parse(TrainingRunRequest, body)
+    except RequestInvalid as invalid:
+        problems = {p["pointer"]: p["message"] for p in invalid.problems}
+    else:
+        raise AssertionError("accepted unknown fields")
+    assert problems == {"/nodse": "unknown field; did you mean 'nodes'?",
+                        "/fsx/preloda": "unknown field; did you mean 'preload'?",
+                        "/zzzz": "unknown field"}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from traingrid.errors import RequestInvalid
 
@@ -100,7 +101,35 @@ class RuleBroken(ValueError):
         self.fact, self.rule = fact, rule
 
 
-def problems_of(error: ValidationError, data: Any = None) -> list[dict[str, str]]:
+def _model_in(annotation: Any) -> Any:
+    """The first pydantic model in a field's type (``Fsx | None``, ``list[Node]``), if any."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
+
+
+def _fields_at(model: Any, location: tuple[int | str, ...]) -> list[str]:
+    """The field names of the model that holds ``location``'s last step, as far as the
+    fields lead (a list's index or a map's key stays in the model the field led to)."""
+    for step in location[:-1]:
+        field = model.model_fields.get(step) if isinstance(step, str) else None
+        if field is not None:
+            model = _model_in(field.annotation)
+            if model is None:
+                return []
+    return list(model.model_fields)
+
+
+def _unknown_field(name: object, fields: list[str]) -> str:
+    close = difflib.get_close_matches(str(name), fields, n=1)
+    return "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
+
+
+def problems_of(error: ValidationError, data: Any = None,
+                model: Any = None) -> list[dict[str, str]]:
+    """Each of pydantic's errors as ``{"pointer", "message"}``; given the ``model``, a key it
+    does not take is named with the closest field (a typo: ``"nodse"``, did you mean
+    ``"nodes"``?)."""
     problems = []
     seen: set[tuple[str, str]] = set()
     rules: set[str] = set()
@@ -111,6 +140,8 @@ def problems_of(error: ValidationError, data: Any = None) -> list[dict[str, str]
         if isinstance(broken, RuleBroken):
             message = broken.fact if broken.rule in rules else message
             rules.add(broken.rule)
+        if item["type"] == "extra_forbidden" and model is not None and item["loc"]:
+            message = _unknown_field(item["loc"][-1], _fields_at(model, item["loc"]))
         location = location_in(data, item["loc"], item["type"] == "missing")
         pointer = json_pointer(location)
         if (pointer, message) not in seen:  # one per place: a union reports each member tried
@@ -151,4 +182,4 @@ def parse(model: type[ModelT], data: Any, source: str = "request", strict: bool 
             return model.model_validate_json(json.dumps(data), strict=True)
         return model.model_validate(data)
     except ValidationError as error:
-        raise RequestInvalid(problems_of(error, data), source) from None
+        raise RequestInvalid(problems_of(error, data, model), source) from None

@@ -303,3 +303,22 @@ def test_a_running_fanouts_region_jobs_come_from_its_branches_histories():
     assert [(j["requested_region"], j["status"]) for j in view["jobs"]] == [
         ("eu-west-1", "InProgress"), ("us-east-1", "Planned")]
     assert view["current_state"] == "RunRegion"  # the fan-out's own, not a branch's
+
+
+def test_a_failure_caught_on_the_way_to_success_is_a_step_that_succeeded_with_its_error():
+    # The training wait times out, is caught and waits again; the run succeeds.
+    history = [
+        event(0, "ExecutionStarted"),
+        entered(1, "Task", "AwaitTrainingJob"),
+        event(2, "TaskTimedOut", taskTimedOutEventDetails={"error": "States.Timeout"}),
+        exited(2, "Task", "AwaitTrainingJob"),
+        entered(3, "Task", "AwaitTrainingJob"), event(4, "TaskSucceeded"),
+        exited(4, "Task", "AwaitTrainingJob"),
+        event(5, "ExecutionSucceeded"),
+    ]
+    succeeded, _ = timeline(visits(history), T0, "SUCCEEDED", T0 + timedelta(seconds=5))
+    assert [(s["outcome"], s.get("errors")) for s in succeeded] == [
+        ("succeeded", ["States.Timeout"]), ("succeeded", None)]
+    # While it runs, or when it failed, the catch is still told apart.
+    running, _ = timeline(visits(history[:-1]), T0, "RUNNING", T0 + timedelta(seconds=5))
+    assert running[0]["outcome"] == "caught"

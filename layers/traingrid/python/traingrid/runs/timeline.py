@@ -2,8 +2,9 @@
 
 Each visit of a state is one entry (a poll loop visits its states many times): when it was
 entered, how long it took, and how it ended — ``succeeded``, ``retried`` (failed, then a retry
-succeeded), ``caught`` (failed and a Catch moved the run on), ``failed`` (the execution failed
-in it), or ``running``. Pure: it reads events as GetExecutionHistory returns them.
+succeeded), ``caught`` (failed and a Catch moved the run on, in a run that has not succeeded),
+``failed`` (the execution failed in it), or ``running``; a visit that failed keeps its
+``errors`` whatever its outcome. Pure: it reads events as GetExecutionHistory returns them.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ class Visit:
             return "running"
         if not self.errors:
             return "succeeded"
-        return "caught" if self.last_attempt_failed else "retried"
+        if not self.last_attempt_failed:
+            return "retried"
+        # In a run that succeeded, every Catch led on to that success: it was the state
+        # machine's own way on (a wait that times out and waits again, a fallback), not a
+        # warning. Its errors still show beside it.
+        return "succeeded" if execution_status == RunStatus.SUCCEEDED else "caught"
 
     def as_dict(self, started_at: datetime, execution_status: str,
                 ended_at: datetime) -> dict[str, Any]:

@@ -9,9 +9,10 @@ parallel by folder, one bounded part per call), and the full size is modelled on
 - the pages: one page of folders, then each folder's ``ceil(objects / 1,000)`` pages;
 - ``per_page_ms``, the network time of one page (``PER_PAGE_SOURCE``), pages in flight on
   ``measure.WORKERS`` threads (list scheduling in the order the code submits them);
-- ``parse_ms_per_page``, the CPU time to parse one 1,000-key page with the listing client
-  (timestamps left as text), measured here on a page the emulator served; one vCPU (the Plan
-  function's 1,769 MB) parses them one at a time, as Python's threads do;
+- ``parse_ms_per_page``, the CPU time to parse one 1,000-key page with the listing client's
+  parser (``aws.list_pages``), the median over ``PARSED_PAGES`` full pages the emulator served,
+  beside botocore's own on the same pages (``parse_ms_per_page_botocore``, and the ratio); one
+  vCPU (the Plan function's 1,769 MB) parses them one at a time, as Python's threads do;
 - the listing's time is the larger of the two; each Plan call lists for 45 s at most
   (``plan_step.MARGIN_S`` of its 60 s left), and a loop round trip costs ``LOOP_MS``.
 
@@ -46,6 +47,8 @@ PER_PAGE_SOURCE = (
 LAMBDA_TIMEOUT_S = 60.0
 LOOP_MS = 100.0  # a Choice and a Lambda invocation between two parts, warm
 GOAL_S = 60.0
+PARSED_PAGES = 5  # full pages whose parsing is timed, each PARSE_RUNS times
+PARSE_RUNS = 9
 console = Console()
 
 
@@ -70,23 +73,27 @@ def network_s(pages: list[int], workers: int, per_page_ms: float) -> float:
     return per_page_ms / 1000 + max(free)
 
 
-def parse_ms_per_page(body: bytes, runs: int = 9, raw_timestamps: bool = True) -> float:
-    """CPU ms to parse ``body`` (a 1,000-key page) with the listing client's parser (or,
-    ``raw_timestamps=False``, botocore's default, which parses every LastModified)."""
+def parse_ms_per_page(bodies: list[bytes], parser: str) -> float:
+    """CPU ms to parse a 1,000-key page, the median over ``bodies`` and ``PARSE_RUNS`` runs of
+    each: ``listing``, the listing client's parser; ``botocore``, botocore's with timestamps
+    left as text; ``botocore_timestamps``, botocore's default, which parses every
+    LastModified."""
     from botocore.parsers import RestXMLParser
 
     from traingrid.aws.clients import session
+    from traingrid.aws.list_pages import ListingParser
 
-    operation = session().get_service_model("s3").operation_model("ListObjectsV2")
-    parser = RestXMLParser(timestamp_parser=str) if raw_timestamps else RestXMLParser()
+    shape = session().get_service_model("s3").operation_model("ListObjectsV2").output_shape
+    made = {"listing": ListingParser, "botocore": lambda: RestXMLParser(timestamp_parser=str),
+            "botocore_timestamps": RestXMLParser}[parser]()
     times = []
-    for _ in range(runs):
-        started = time.process_time()
-        parsed = parser.parse({"body": body, "headers": {}, "status_code": 200},
-                              operation.output_shape)
-        times.append((time.process_time() - started) * 1000)
-    assert len(parsed["Contents"]) == PAGE_KEYS
-    return round(statistics.median(times), 1)
+    for body in bodies:
+        for _ in range(PARSE_RUNS):
+            started = time.process_time()
+            parsed = made.parse({"body": body, "headers": {}, "status_code": 200}, shape)
+            times.append((time.process_time() - started) * 1000)
+            assert len(parsed["Contents"]) == PAGE_KEYS
+    return round(statistics.median(times), 2)
 
 
 def emulated_sample(folders: list[int]) -> dict[str, Any]:
@@ -117,8 +124,9 @@ def emulated_sample(folders: list[int]) -> dict[str, Any]:
         page_started = time.perf_counter()
         client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}n00000001/")
         one_page_s = time.perf_counter() - page_started
-        raw = client.list_objects_v2  # the body of one full page, for the parse figure
-        body = _raw_page(raw, bucket, f"{prefix}n00000001/")
+        # Full pages' bodies, for the parse figures (folder 0 is ImageNet's smallest, 732).
+        bodies = [_raw_page(client.list_objects_v2, bucket, f"{prefix}n{f:08d}/")
+                  for f in range(1, PARSED_PAGES + 1)]
         started = time.perf_counter()
         progress: Any = None
         per_part: list[int] = []
@@ -134,7 +142,7 @@ def emulated_sample(folders: list[int]) -> dict[str, Any]:
     assert progress["objects"] == total, (progress, total)
     return {"objects": total, "wall_s": round(wall, 2), "pages": progress["pages"],
             "parts": progress["parts"], "moto_kb_per_key": round(kb_per_key, 2),
-            "moto_page_s": round(one_page_s, 3), "folder_pages": trace, "body": body}
+            "moto_page_s": round(one_page_s, 3), "folder_pages": trace, "bodies": bodies}
 
 
 def _raw_page(list_objects: Any, bucket: str, prefix: str) -> bytes:
@@ -144,9 +152,21 @@ def _raw_page(list_objects: Any, bucket: str, prefix: str) -> bytes:
         captured["body"] = http_response.content
 
     events = list_objects.__self__.meta.events
-    events.register("after-call.s3.ListObjectsV2", lambda **kw: keep(kw["http_response"]))
-    list_objects(Bucket=bucket, Prefix=prefix)
+    events.register("after-call.s3.ListObjectsV2", keep)
+    try:
+        list_objects(Bucket=bucket, Prefix=prefix)
+    finally:
+        events.unregister("after-call.s3.ListObjectsV2", keep)
     return captured["body"]
+
+
+def modelled_s(list_pages: int, network: float, parse_ms: float) -> tuple[float, int, float]:
+    """The listing's modelled time on Lambda, its parts, and its CPU seconds: the larger of
+    the network's and the parsing's, with a loop round trip between two parts."""
+    cpu = list_pages * parse_ms / 1000
+    listing = max(network, cpu)
+    parts = max(1, math.ceil(listing / (LAMBDA_TIMEOUT_S - 15)))
+    return listing + (parts - 1) * LOOP_MS / 1000, parts, cpu
 
 
 def plan_objects() -> dict[str, Any]:
@@ -154,17 +174,15 @@ def plan_objects() -> dict[str, Any]:
 
     full = imagenet_folders()
     sample = emulated_sample(full[:SAMPLE_FOLDERS])
-    body = sample.pop("body")
-    parse_ms = parse_ms_per_page(body)
-    parse_default_ms = parse_ms_per_page(body, raw_timestamps=False)
+    bodies = sample.pop("bodies")
+    parse_ms = parse_ms_per_page(bodies, "listing")
+    botocore_ms = parse_ms_per_page(bodies, "botocore")
+    timestamps_ms = parse_ms_per_page(bodies, "botocore_timestamps")
     pages = folder_pages(full)
     list_pages = 1 + sum(pages)
     network = network_s(pages, measure.WORKERS, PER_PAGE_MS)
-    cpu = list_pages * parse_ms / 1000
-    listing = max(network, cpu)
-    per_part = LAMBDA_TIMEOUT_S - 15
-    parts = max(1, math.ceil(listing / per_part))
-    model = listing + (parts - 1) * LOOP_MS / 1000
+    model, parts, cpu = modelled_s(list_pages, network, parse_ms)
+    botocore_model, _, _ = modelled_s(list_pages, network, botocore_ms)
     flat_pages = math.ceil(IMAGENET_OBJECTS / PAGE_KEYS)
     return {
         "objects": IMAGENET_OBJECTS,
@@ -176,15 +194,22 @@ def plan_objects() -> dict[str, Any]:
         "aws_model_cpu_s": round(cpu, 1),
         # Were no page's wait to overlap another's parsing: network and CPU one after another.
         "aws_model_no_overlap_s": round(network + cpu, 1),
+        # The same model with botocore's parser (timestamps as text) in the listing client.
+        "aws_model_botocore_parser_s": round(botocore_model, 1),
         "per_page_ms": PER_PAGE_MS,
         "per_page_source": PER_PAGE_SOURCE,
         "parse_ms_per_page": parse_ms,
-        "parse_source": "measured here: botocore's parser, timestamps as text, one page the "
-                        "emulator served (median of 9); taken as one Lambda vCPU",
-        "parse_ms_per_page_timestamps_parsed": parse_default_ms,
+        "parse_ms_per_page_botocore": botocore_ms,
+        "parse_botocore_ratio": round(botocore_ms / parse_ms, 1),
+        "parse_ms_per_page_timestamps_parsed": timestamps_ms,
+        "parse_source": f"measured here: CPU time, median of {PARSED_PAGES} full pages the "
+                        f"emulator served x {PARSE_RUNS} runs each; parse_ms_per_page is the "
+                        "listing client's parser (aws.list_pages), _botocore botocore's with "
+                        "timestamps as text, _timestamps_parsed botocore's default; taken as "
+                        "one Lambda vCPU",
         "workers": measure.WORKERS,
-        # Today's single pass, for comparison: one page after another, timestamps parsed.
-        "sequential_model_s": round(flat_pages * (PER_PAGE_MS + parse_default_ms) / 1000, 1),
+        # A single pass with botocore's default, for comparison: one page after another.
+        "sequential_model_s": round(flat_pages * (PER_PAGE_MS + timestamps_ms) / 1000, 1),
         "mode": "modelled at full size; the emulator listed a sample of the same layout",
         "emulated": sample,
     }
@@ -211,8 +236,10 @@ def row(results: dict[str, Any]) -> tuple[str, str] | None:
     sample = found["emulated"]
     return (f"plan {found['objects']:,} objects ({found['list_pages']:,} pages)",
             f"{found['aws_model_s']} s modelled on Lambda ({found['aws_model_parts']} part(s); "
-            f"network {found['aws_model_network_s']} s, CPU {found['aws_model_cpu_s']} s; "
-            f"one pass today {found['sequential_model_s']} s); emulator: "
+            f"network {found['aws_model_network_s']} s, CPU {found['aws_model_cpu_s']} s: "
+            f"{found['parse_ms_per_page']} ms a page, botocore's "
+            f"{found['parse_ms_per_page_botocore']} ms, {found['parse_botocore_ratio']}×; "
+            f"a page at a time, botocore's default: {found['sequential_model_s']} s); emulator: "
             f"{sample['objects']:,} objects in {sample['wall_s']} s")
 
 

@@ -41,7 +41,7 @@ class ListPage:
 def lister(region: str | None = None, max_keys: int = 1000) -> Callable[..., ListPage]:
     """``list_page`` bound to one client, made here: a caller that lists from several threads
     shares it (botocore's clients are thread-safe, creating one is not)."""
-    s3 = client("s3", region, parse_timestamps=False)
+    s3 = client("s3", region, listing=True)
 
     def list_page(bucket: str, prefix: str, *, delimiter: str = "", start_after: str = "",
                   token: str | None = None) -> ListPage:

@@ -93,9 +93,12 @@ def test_submit_from_a_file_waits_with_progress_and_shows_the_timeline(traingrid
     for step in ("Plan", "CreateFileSystem", "SubmitTrainingJob", "Archive",
                  "DeleteFileSystem", "Succeeded"):
         assert step in status.stdout, status.stdout
-    assert f"artifacts: s3://{DEMO_BUCKET}/runs/cli-run/" in status.stdout
-    assert re.search(r"cost: \$[\d,]+\.\d\d \(compute \$[\d,]+\.\d\d, file system",
-                     status.stdout), status.stdout
+    assert "caught" not in status.stdout  # nothing to warn of in a run that succeeded
+    # What submit --wait shows of the run it followed, status shows too, and the other way.
+    for shown in (result.stdout, status.stdout):
+        assert f"artifacts: s3://{DEMO_BUCKET}/runs/cli-run/" in shown
+        assert re.search(r"cost: \$[\d,]+\.\d\d \(compute \$[\d,]+\.\d\d, file system",
+                         shown), shown
     every = traingrid("status", "cli-run", "--every-visit", "--json")
     assert json.loads(every.stdout)["input"]["request"]["epochs"] == 30
 
@@ -132,11 +135,28 @@ def test_submit_with_the_same_idempotency_key_names_the_same_run(traingrid):
     assert json.loads(first.stdout)["name"] == json.loads(again.stdout)["name"]
 
 
-def test_an_invalid_submission_lists_its_problems_and_exits_2(traingrid):
+def test_an_invalid_submission_lists_its_problems_once_and_exits_2(traingrid, tmp_path):
     result = traingrid("submit", "--nodes", "0", "--instance-type", "t2.micro")
     assert result.exit_code == 2
-    assert "/dataset" in result.stderr and "/nodes" in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("traingrid submit: Invalid request")
+    assert [result.stderr.count(p) for p in ("/dataset", "/nodes", "/instance_type")] == [1, 1, 1]
+    assert result.stderr.splitlines()[-1] == "traingrid submit: invalid request: 3 problems above"
+
+    typo = tmp_path / "run.json"
+    typo.write_text(json.dumps({"dataset": DATASET, "nodse": 4}))
+    result = traingrid("submit", str(typo))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "  /nodse: unknown field; did you mean 'nodes'?",
+        "traingrid submit: invalid request: 1 problem above"]
+
+
+def test_a_dataset_outside_the_data_bucket_is_an_invalid_request(traingrid):
+    for command in ("submit", "plan"):
+        result = traingrid(command, "--dataset", "s3://someone-elses-bucket/data/")
+        assert result.exit_code == 2, result.output
+        assert f"/dataset: TrainGrid reads datasets from s3://{DEMO_BUCKET}/ only" in result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"traingrid {command}: invalid request: 1 problem above")
 
 
 def test_a_failed_run_exits_non_zero_with_its_cause(traingrid):
@@ -147,13 +167,18 @@ def test_a_failed_run_exits_non_zero_with_its_cause(traingrid):
     assert last.startswith("traingrid submit: cli-missing FAILED: DatasetNotFound")
     status = traingrid("status", "cli-missing")
     assert status.exit_code == 1 and "caught (DatasetNotFound)" in status.stdout
+    logs = traingrid("logs", "cli-missing")
+    assert logs.exit_code == 1 and "DatasetNotFound" in logs.stdout
+    assert logs.stderr.strip().splitlines()[-1].startswith(
+        "traingrid logs: cli-missing FAILED: DatasetNotFound")
 
 
-def test_an_unknown_run_is_a_one_line_error(traingrid):
-    result = traingrid("status", "no-such-run")
-    assert result.exit_code == 1
-    assert result.stderr.strip() == ("traingrid status: No run is named 'no-such-run': list "
-                                     "recent runs with GET /runs.")
+def test_an_unknown_run_is_a_one_line_error_that_names_the_command_listing_runs(traingrid):
+    for command in ("status", "logs", "watch"):
+        result = traingrid(command, "no-such-run")
+        assert result.exit_code == 1
+        assert result.stderr == (f"traingrid {command}: no run is named 'no-such-run': "
+                                 "traingrid runs lists recent runs\n")
 
 
 def test_campaigns_and_tick_fire_the_schedule_once(traingrid):
@@ -175,8 +200,15 @@ def test_campaigns_and_tick_fire_the_schedule_once(traingrid):
 def test_without_a_server_the_commands_say_what_to_do():
     result = runner.invoke(app, ["runs", "--endpoint", "http://127.0.0.1:9"])
     assert result.exit_code == 3
-    assert "start `traingrid serve`, or pass --stack NAME --region R" in result.stderr
+    assert ("start `traingrid serve`, or give the API's URL with --endpoint (or "
+            "TRAINGRID_ENDPOINT), or pass --stack NAME --region R") in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # TRAINGRID_ENDPOINT is every API command's --endpoint when none is given.
+    for command in (["runs"], ["status", "r"], ["logs", "r"], ["watch", "r"], ["costs"],
+                    ["campaigns"], ["plan", "--dataset", DATASET], ["submit"]):
+        result = runner.invoke(app, command, env={"TRAINGRID_ENDPOINT": "http://127.0.0.1:9"})
+        assert result.exit_code == 3, (command, result.output)
+        assert "nothing answers at http://127.0.0.1:9" in result.stderr, command
 
 
 class RecordingApi(BaseHTTPRequestHandler):

@@ -189,7 +189,11 @@ def inert(result, code: int) -> str:
 
 
 def test_logs_show_every_line_as_text_keeping_its_tabs(hostile):
-    out = inert(hostile("logs", "evil"), 0)
+    result = hostile("logs", "evil")
+    out = inert(result, 1)  # the run failed
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"traingrid logs: run{SHOWN[TITLE]}[/bold] FAILED: Boom{SHOWN[C1]}[/bold]: "
+        f"{RICH_LINK} {SHOWN[BIDI]}")
     lines = out.splitlines()
     for line in ("epoch 1" + SHOWN[CLEAR], SHOWN[LINK], SHOWN[CLIPBOARD] + "copied",
                  "tab\there " + RICH_LINK, SHOWN[BIDI], r"\x00nul\x7fdel\rreturn",
@@ -211,9 +215,13 @@ def test_status_of_a_failed_run_shows_its_data_literally_and_exits_1(hostile):
     assert result.stderr.strip().splitlines()[-1] == (
         f"traingrid status: run{SHOWN[TITLE]}[/bold] FAILED: Boom{SHOWN[C1]}[/bold]: "
         f"{RICH_LINK} {SHOWN[BIDI]}")
-    unknown = hostile("status", "gone")  # the API's 404, its message one line of text
+    unknown = hostile("status", f"gone{CLEAR}")  # the name as typed, as text
     inert(unknown, 1)
-    assert unknown.stderr.strip() == f"traingrid status: No run{SHOWN[CLEAR]}{RICH_LINK}"
+    assert unknown.stderr.strip() == (f"traingrid status: no run is named 'gone{SHOWN[CLEAR]}': "
+                                      "traingrid runs lists recent runs")
+    campaign = hostile("submit", "--campaign", "gone")  # the API's 404, one line of text
+    inert(campaign, 1)
+    assert campaign.stderr.strip() == f"traingrid submit: No run{SHOWN[CLEAR]}{RICH_LINK}"
 
 
 def test_runs_and_campaigns_show_names_as_text(hostile):
@@ -262,7 +270,7 @@ def test_submit_follows_a_hostile_run_and_an_invalid_request_exits_2(hostile):
     inert(invalid, 2)
     assert invalid.stderr.splitlines() == [
         f"  /nodes{SHOWN[BIDI]}: {RICH_LINK} too many",
-        f"traingrid submit: Invalid request{SHOWN[CLEAR]}[/bold]"]
+        "traingrid submit: invalid request: 1 problem above"]
 
 
 def test_tick_shows_what_the_schedules_did_as_text(hostile):

@@ -48,11 +48,33 @@ def test_a_manifest_with_its_own_file_system_is_planned_with_a_warning(tmp_path)
     assert "10,766 MB/s short of the 11,000 MB/s" in result.stdout
 
 
-def test_an_invalid_request_lists_its_problems_and_exits_2():
+def test_the_request_file_is_taken_as_submit_takes_it_or_as_manifest(tmp_path):
+    request = tmp_path / "run.json"
+    request.write_text(json.dumps({"dataset": "s3://data/imagenet/", "nodes": 3}))
+    planned = [runner.invoke(app, ["plan", *given, "--dataset-bytes", "1000", "--json"])
+               for given in ([str(request)], ["--manifest", str(request)])]
+    for result in planned:
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["job"]["nodes"] == 3
+    both = runner.invoke(app, ["plan", str(request), "--manifest", str(request),
+                               "--dataset-bytes", "1000"])
+    assert both.exit_code == 2
+    assert both.stderr == "traingrid plan: give the request once: as FILE or as --manifest\n"
+
+
+def test_an_invalid_request_lists_its_problems_once_and_exits_2(tmp_path):
     result = runner.invoke(app, ["plan", "--dataset", "not-s3", "--nodes", "0",
                                  "--dataset-bytes", "1000"])
     assert result.exit_code == 2
-    assert "/dataset" in result.output and "/nodes" in result.output
+    assert result.stderr.count("/dataset") == result.stderr.count("/nodes") == 1
+    assert result.stderr.splitlines()[-1] == "traingrid plan: invalid request: 2 problems above"
+    typo = tmp_path / "run.json"
+    typo.write_text(json.dumps({"dataset": "s3://data/imagenet/", "nodse": 3}))
+    result = runner.invoke(app, ["plan", str(typo), "--dataset-bytes", "1000"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "  /nodse: unknown field; did you mean 'nodes'?",
+        "traingrid plan: invalid request: 1 problem above"]
     objects_alone = runner.invoke(app, ["plan", "--dataset", "s3://data/x/",
                                         "--dataset-objects", "3"])
     assert objects_alone.exit_code == 2 and "--dataset-bytes" in objects_alone.output

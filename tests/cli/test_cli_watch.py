@@ -40,7 +40,8 @@ def test_watch_follows_a_run_to_its_end_and_shows_its_straggler(straggling_url):
 def test_watching_an_unknown_run_is_a_one_line_error(straggling_url):
     result = runner.invoke(app, ["watch", "no-such-run", "--endpoint", straggling_url])
     assert result.exit_code == 1
-    assert "traingrid watch: No run is named 'no-such-run'" in result.output
+    assert result.output == ("traingrid watch: no run is named 'no-such-run': traingrid runs "
+                             "lists recent runs\n")
 
 
 def test_a_sparkline_spans_its_lowest_to_its_highest_value():

@@ -15,6 +15,8 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
+# The CLI's endpoint when --endpoint is not given.
+ENDPOINT_ENV = "TRAINGRID_ENDPOINT"
 # The methods that carry a body: the local servers want it declared JSON on each of them.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The console of a deployed stack (``traingrid console --stack``) wants its token here.

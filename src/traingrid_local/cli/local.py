@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
+from traingrid_local.api.client import (
+    DEFAULT_ENDPOINT,
+    ENDPOINT_ENV,
+    ApiClient,
+    ApiError,
+    Unreachable,
+)
 from traingrid_local.cli.runs import INVALID, UNREACHABLE, fail
 from traingrid_local.cli.terminal import cell, plain, stderr, stdout
 from traingrid_local.emulator.clock import DEFAULT_SPEED
@@ -22,7 +28,6 @@ if TYPE_CHECKING:
     from traingrid_local.api.server import RequestLog
 
 commands = typer.Typer()
-ENDPOINT_ENV = "TRAINGRID_ENDPOINT"
 
 
 def _examples(url: str, bucket: str) -> str:
@@ -193,7 +198,8 @@ def tick(
     try:
         answer = ApiClient(endpoint).call("POST", TICK_PATH, {"jobs": jobs or [], "at": at})
     except Unreachable as error:
-        stderr.print(f"traingrid tick: {plain(error)}: start `traingrid serve` first",
+        stderr.print(f"traingrid tick: {plain(error)}: start `traingrid serve` first, or give "
+                     f"its URL with --endpoint (or {ENDPOINT_ENV})",
                      markup=False, soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None
     except ApiError as error:

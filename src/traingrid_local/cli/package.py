@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from traingrid_local.api.client import DEFAULT_ENDPOINT, ApiClient, ApiError, Unreachable
-from traingrid_local.cli.runs import INVALID, RUN_FAILED, UNREACHABLE, Endpoint, Region, fail
+from traingrid_local.cli.runs import (
+    INVALID,
+    RUN_FAILED,
+    UNREACHABLE,
+    UNREACHABLE_HINT,
+    Endpoint,
+    Region,
+    fail,
+)
 from traingrid_local.cli.terminal import plain, stderr, stdout
 
 if TYPE_CHECKING:
@@ -35,7 +43,7 @@ def _upload(archive: bytes, endpoint: str, stack: str | None, region: str | None
             return to_stack(archive, stack, str(region))
         return to_served(archive, ApiClient(endpoint))
     except Unreachable as error:
-        hint = "" if stack else ": start `traingrid serve`, or pass --stack NAME --region R"
+        hint = "" if stack else f": {UNREACHABLE_HINT}"
         raise fail("package", f"{error}{hint}", UNREACHABLE) from None
     except (ApiError, UploadFailed) as error:
         raise fail("package", f"the package was not uploaded: {error}", RUN_FAILED) from None

@@ -18,7 +18,6 @@ from rich.text import Text
 from traingrid.errors import RequestInvalid
 from traingrid.vocabulary.catalog import FSX_DEFAULT_STORAGE_QUOTA_GIB
 from traingrid_local.api.client import DEFAULT_ENDPOINT
-from traingrid_local.cli import terminal
 from traingrid_local.cli.runs import (
     INVALID,
     AsJson,
@@ -28,6 +27,7 @@ from traingrid_local.cli.runs import (
     call,
     connect,
     fail,
+    refused,
     request_body,
 )
 from traingrid_local.cli.terminal import DataTable, plain, stderr, stdout
@@ -47,9 +47,7 @@ def local_plan(body: dict[str, Any], dataset: DatasetSize,
     try:
         request = parse_request(body, commands=True, sent_as="traingrid plan")
     except RequestInvalid as invalid:
-        for line in terminal.problems_lines(invalid.listed):
-            stderr.print(line, highlight=False, soft_wrap=True, markup=False)
-        raise fail("plan", invalid.message, INVALID) from None
+        raise refused("plan", invalid.listed, len(invalid.problems)) from None
     return dry_run(request, dataset, fsx_quota_gib=fsx_quota_gib)
 
 
@@ -101,9 +99,10 @@ def plan_table(plan: dict[str, Any]) -> DataTable:
 
 @commands.command()
 def plan(
-    manifest: Annotated[Path | None, typer.Option(
-        help="A JSON request, as a manifest or POST /runs takes it (its JSON Schema is in "
-             "schema/).")] = None,
+    file: Annotated[Path | None, typer.Argument(
+        help="A JSON request, as a manifest, POST /runs or `traingrid submit` takes it (its "
+             "JSON Schema is in schema/).")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="The same, as an option.")] = None,
     dataset: Annotated[str | None, typer.Option(help="S3 URI of the dataset prefix.")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the multi-node job.")] = None,
     instance_type: Annotated[str | None, typer.Option(help="Instance type.")] = None,
@@ -130,7 +129,9 @@ def plan(
     With `--dataset-bytes` it is made here, without AWS; otherwise the API plans it on what is
     under the dataset prefix now.
     """
-    body = request_body(manifest, {
+    if file is not None and manifest is not None:
+        raise fail("plan", "give the request once: as FILE or as --manifest", INVALID)
+    body = request_body(file or manifest, {
         "dataset": dataset, "nodes": nodes, "instance_type": instance_type, "epochs": epochs,
         "expected_images_per_s_per_gpu": images_per_s_per_gpu,
         "dataset_records": dataset_records}, "plan")

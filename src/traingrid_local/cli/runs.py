@@ -19,6 +19,7 @@ from rich.live import Live
 
 from traingrid_local.api.client import (
     DEFAULT_ENDPOINT,
+    ENDPOINT_ENV,
     ApiClient,
     ApiError,
     Unreachable,
@@ -33,9 +34,12 @@ TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 # Exit codes: the run failed (or the API refused the request), the request was invalid,
 # the API could not be reached.
 RUN_FAILED, INVALID, UNREACHABLE = 1, 2, 3
+# What to do when nothing answers at the endpoint.
+UNREACHABLE_HINT = (f"start `traingrid serve`, or give the API's URL with --endpoint (or "
+                    f"{ENDPOINT_ENV}), or pass --stack NAME --region R")
 
 Endpoint = Annotated[str, typer.Option(
-    envvar="TRAINGRID_ENDPOINT", help="The API (default: the one `traingrid serve` runs).")]
+    envvar=ENDPOINT_ENV, help="The API (default: the one `traingrid serve` runs).")]
 Stack = Annotated[str | None, typer.Option(
     help="A deployed stack: use its API (stack output ApiUrl), with SigV4.")]
 Region = Annotated[str | None, typer.Option(
@@ -70,21 +74,42 @@ def connect(command: str, endpoint: str, stack: str | None, region: str | None) 
         raise fail(command, str(error), UNREACHABLE) from None
 
 
+def refused(command: str, problems: list[dict[str, str]], count: int) -> typer.Exit:
+    """An invalid request: each problem on a line of its own, then their count (the API's
+    message lists them again)."""
+    for line in terminal.problems_lines(problems):
+        stderr.print(line, highlight=False, soft_wrap=True, markup=False)
+    listed = "" if count == len(problems) else f", the first {len(problems)} listed"
+    return fail(command, f"invalid request: {count} problem{'' if count == 1 else 's'}"
+                         f"{listed} above", INVALID)
+
+
 def call(command: str, client: ApiClient, method: str, path: str, body: Any = None,
-         query: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
-    """The answer's body; any failure ends the command with its one-line reason."""
+         query: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+         missing: str | None = None) -> Any:
+    """The answer's body; any failure ends the command with its one-line reason (``missing``
+    for a 404, when the caller knows better than the API what to do)."""
     try:
         return client.call(method, path, body, query, headers).body
     except Unreachable as error:
-        hint = "start `traingrid serve`, or pass --stack NAME --region R"
-        raise fail(command, f"{error}: {hint}", UNREACHABLE) from None
+        raise fail(command, f"{error}: {UNREACHABLE_HINT}", UNREACHABLE) from None
     except Unsendable as error:
         raise fail(command, str(error), INVALID) from None
     except ApiError as error:
-        for line in terminal.problems_lines(error.problems):
-            stderr.print(line, highlight=False, soft_wrap=True, markup=False)
+        if error.problems:  # a 400, or a 403 for a dataset outside the data bucket
+            count = error.body.get("problem_count")
+            raise refused(command, error.problems, count if isinstance(count, int)
+                          else len(error.problems)) from None
+        if error.status == 404 and missing:
+            raise fail(command, missing) from None
         raise fail(command, error.message, INVALID if error.status == 400 else RUN_FAILED
                    ) from None
+
+
+def get_run(command: str, client: ApiClient, name: str, tail: str = "") -> Any:
+    """``GET /runs/{name}{tail}``; an unknown name says how to list the runs."""
+    return call(command, client, "GET", run_path(command, name, tail),
+                missing=f"no run is named {name!r}: traingrid runs lists recent runs")
 
 
 def ended(command: str, run: dict[str, Any]) -> None:
@@ -101,18 +126,17 @@ def follow(command: str, client: ApiClient, name: str, timeout: float,
            interval: float = 1.0) -> dict[str, Any]:
     """Poll the run until it ends, showing where it is."""
     deadline = time.monotonic() + timeout
-    path = run_path(command, name)
     if stderr.is_terminal:
         with Live(console=stderr, transient=True, refresh_per_second=4) as live:
             while True:
-                run = call(command, client, "GET", path)
+                run = get_run(command, client, name)
                 live.update(terminal.progress_line(run))
                 if run["status"] in TERMINAL or time.monotonic() > deadline:
                     return run
                 time.sleep(interval)
     show = terminal.Changes(lambda line: stderr.print(line, highlight=False))
     while True:
-        run = call(command, client, "GET", path)
+        run = get_run(command, client, name)
         show(run)
         if run["status"] in TERMINAL or time.monotonic() > deadline:
             return run
@@ -184,10 +208,7 @@ def submit(
             stdout.print(cell(submitted["console_url"]), soft_wrap=True)
         return
     run = follow("submit", client, submitted["name"], timeout)
-    if as_json:
-        print(json.dumps(run, indent=2))
-    else:
-        stdout.print(terminal.timeline(run))
+    show_run(run, as_json)
     if run["status"] == "RUNNING":
         raise fail("submit", f"{run['name']} still RUNNING after {timeout:g} s")
     ended("submit", run)
@@ -209,22 +230,26 @@ def status(
     error and cause, artifacts and cost so far follow.
     """
     client = connect("status", endpoint, stack, region)
-    run = follow("status", client, name, timeout) if wait else call(
-        "status", client, "GET", run_path("status", name))
+    run = follow("status", client, name, timeout) if wait else get_run("status", client, name)
+    show_run(run, as_json, every_visit)
+    ended("status", run)
+
+
+def show_run(run: dict[str, Any], as_json: bool, every_visit: bool = False) -> None:
+    """The run's timeline, console link, error, artifacts and cost (or its JSON)."""
     if as_json:
         print(json.dumps(run, indent=2))
-    else:
-        stdout.print(terminal.timeline(run, every_visit))
-        stdout.print(cell(f"console: {run['console_url']}"), soft_wrap=True)
-        if run.get("error"):
-            stdout.print(terminal.error_line(run), soft_wrap=True)
-        for artifact in run["artifacts"]:
-            region_of = f" ({artifact['region']})" if artifact.get("region") else ""
-            stdout.print(cell(f"artifacts{region_of}: {artifact['location']}"), soft_wrap=True)
-        cost = terminal.cost_line(run.get("cost"))
-        if cost:
-            stdout.print(cost, highlight=False, soft_wrap=True, markup=False)
-    ended("status", run)
+        return
+    stdout.print(terminal.timeline(run, every_visit))
+    stdout.print(cell(f"console: {run['console_url']}"), soft_wrap=True)
+    if run.get("error"):
+        stdout.print(terminal.error_line(run), soft_wrap=True)
+    for artifact in run["artifacts"]:
+        region_of = f" ({artifact['region']})" if artifact.get("region") else ""
+        stdout.print(cell(f"artifacts{region_of}: {artifact['location']}"), soft_wrap=True)
+    cost = terminal.cost_line(run.get("cost"))
+    if cost:
+        stdout.print(cost, highlight=False, soft_wrap=True, markup=False)
 
 
 @commands.command()
@@ -255,11 +280,16 @@ def logs(
     endpoint: Endpoint = DEFAULT_ENDPOINT, stack: Stack = None, region: Region = None,
     as_json: AsJson = False,
 ) -> None:
-    """Show why a run ended as it did, and the tail of its training log."""
+    """Show why a run ended as it did, and the tail of its training log.
+
+    Exit code 0 when the run succeeded or is running, 1 when it did not (the last line says
+    why).
+    """
     client = connect("logs", endpoint, stack, region)
-    found = call("logs", client, "GET", run_path("logs", name, "/logs"))
+    found = get_run("logs", client, name, "/logs")
     if as_json:
         print(json.dumps(found, indent=2))
+        ended("logs", found)
         return
     stdout.print(cell(f"{found['name']} · {found['pipeline']} · {found['status']}"))
     if found.get("error"):
@@ -272,6 +302,7 @@ def logs(
             print(plain(line, keep="\t\n"))
     else:
         stdout.print(cell(found.get("note") or "No training log yet."))
+    ended("logs", found)
 
 
 @commands.command()

@@ -19,10 +19,9 @@ from traingrid_local.cli.runs import (
     Endpoint,
     Region,
     Stack,
-    call,
     connect,
     fail,
-    run_path,
+    get_run,
 )
 from traingrid_local.cli.terminal import DataTable, cell, stdout
 
@@ -86,14 +85,13 @@ def watch(
     if interval <= 0:
         raise fail("watch", "--interval must be positive", INVALID)
     client = connect("watch", endpoint, stack, region)
-    path = run_path("watch", name, "/metrics")
     deadline = time.monotonic() + timeout
-    answer = call("watch", client, "GET", path)
+    answer = get_run("watch", client, name, "/metrics")
     with Live(picture(answer), console=stdout, refresh_per_second=4,
               auto_refresh=stdout.is_terminal) as live:
         while answer["status"] not in TERMINAL and time.monotonic() < deadline:
             time.sleep(interval)
-            answer = call("watch", client, "GET", path)
+            answer = get_run("watch", client, name, "/metrics")
             live.update(picture(answer), refresh=True)
     if answer["status"] not in ("SUCCEEDED", "RUNNING"):
         raise fail("watch", f"{answer['name']} {answer['status']}", RUN_FAILED)

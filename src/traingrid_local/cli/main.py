@@ -19,7 +19,17 @@ from rich.text import Text
 from typer.core import TyperGroup, TyperOption
 
 from traingrid.vocabulary.campaign_fanout import RegionJobStatus
-from traingrid_local.cli import costs, doctor, faults, local, package, plan, runs, watch
+from traingrid_local.cli import (
+    costs,
+    doctor,
+    faults,
+    local,
+    package,
+    plan,
+    run_actions,
+    runs,
+    watch,
+)
 from traingrid_local.cli.terminal import (
     DataTable,
     cell,
@@ -61,6 +71,7 @@ app = typer.Typer(help=__doc__, cls=_Commands, rich_markup_mode="markdown", no_a
                   add_completion=False)
 app.add_typer(local.commands)
 app.add_typer(runs.commands)
+app.add_typer(run_actions.commands)
 app.add_typer(faults.commands)
 app.add_typer(doctor.commands)
 app.add_typer(plan.commands)

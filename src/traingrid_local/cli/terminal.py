@@ -129,7 +129,8 @@ def timeline(run: dict[str, Any], every_visit: bool = False) -> DataTable:
     time axis, the outcome and any errors."""
     total = max(run.get("duration_s") or 0, *(s["offset_s"] + s["duration_s"]
                                               for s in run["states"]), 0.001)
-    table = DataTable(title=f"{run['name']} · {run['pipeline']} · {run['status']}",
+    shown = "CANCELLED" if run.get("cancelled") else run["status"]
+    table = DataTable(title=f"{run['name']} · {run['pipeline']} · {shown}",
                       title_justify="left")
     for column, justify in (("state", "left"), ("start", "right"), ("duration", "right"),
                             ("", "left"), ("outcome", "left")):

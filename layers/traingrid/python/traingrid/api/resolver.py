@@ -10,7 +10,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
-from traingrid.api import campaigns, costs, runs
+from traingrid.api import campaigns, costs, run_actions, runs
 from traingrid.api.http import json_response, json_text
 from traingrid.api.idempotency import Submissions
 from traingrid.errors import (
@@ -35,6 +35,7 @@ def build(settings: ApiSettings) -> APIGatewayRestResolver:
     resolver = APIGatewayRestResolver(serializer=json_text)
     submissions = Submissions(settings.idempotency_table)
     resolver.include_router(runs.router(settings, submissions))
+    resolver.include_router(run_actions.router(settings, submissions))
     resolver.include_router(campaigns.router(settings, submissions))
     resolver.include_router(costs.router(settings))
 

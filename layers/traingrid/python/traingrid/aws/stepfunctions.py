@@ -99,3 +99,17 @@ def list_executions(state_machine_arn: str, max_results: int, token: str | None 
             stateMachineArn=state_machine_arn, maxResults=max_results,
             **{k: v for k, v in optional.items() if v})
     return page["executions"], page.get("nextToken")
+
+
+# botocore's StopExecutionInput: ``error`` (SensitiveError) is at most 256 characters and
+# ``cause`` (SensitiveCause) at most 32,768; both are kept on the execution, as
+# DescribeExecution's ``error`` and ``cause``.
+MAX_STOP_ERROR, MAX_STOP_CAUSE = 256, 32768
+
+
+def stop_execution(arn: str, error: str, cause: str) -> None:
+    """StopExecution: the execution ends ABORTED with this ``error`` and ``cause``;
+    ResourceNotFound when there is no such execution."""
+    with translated("StepFunctions", "StopExecution"):
+        client("stepfunctions").stop_execution(
+            executionArn=arn, error=error[:MAX_STOP_ERROR], cause=cause[:MAX_STOP_CAUSE])

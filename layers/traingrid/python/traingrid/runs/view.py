@@ -12,6 +12,7 @@ from typing import Any
 
 from traingrid import clock
 from traingrid.costs import receipt
+from traingrid.runs import cancel
 from traingrid.runs.timeline import by_state, timeline, visits
 from traingrid.training.plan import archive_prefix
 from traingrid.vocabulary.statuses import RunStatus
@@ -204,6 +205,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "current_state": current_state(events),
         "error": description.get("error"),
         "cause": description.get("cause"),
+        "cancelled": cancel.cancellation(description.get("error"), description.get("cause")),
         "input": _json(description.get("input")),
         "output": output,
         "artifacts": artifacts(pipeline, description["name"], output, data_bucket),

@@ -1,0 +1,142 @@
+"""Cancelling runs over real HTTP on loopback (`traingrid serve`) and with the CLI: a run
+cancelled mid-training ends with its job stopped, its outputs archived and no file system
+left; a fan-out's region jobs are stopped; the run shows who cancelled it and when."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.integration.conftest import serving
+from tests.integration.iam import missing_permissions
+from tests.integration.test_janitor import unsafe_deletions
+from traingrid.training.plan import archive_prefix
+from traingrid_local.api.client import ApiClient
+from traingrid_local.cli.main import app
+from traingrid_local.demo.runner import settle
+from traingrid_local.emulator import lambda_inprocess
+from traingrid_local.emulator.account import ACCOUNT
+from traingrid_local.stack import report, sample_campaign
+from traingrid_local.stack.environment import DEMO_BUCKET
+
+pytestmark = pytest.mark.e2e
+
+DATASET = f"s3://{DEMO_BUCKET}/imagenet2012/resized/"
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+# Jobs that train long enough (simulated) to be cancelled while they train.
+TRAINING_SECONDS = 400_000
+
+
+@pytest.fixture(scope="module")
+def served_api(tmp_path_factory):
+    with serving(tmp_path_factory, TRAINING_SECONDS, "cancel") as api:
+        ACCOUNT.raise_fsx_storage(1_000_000)
+        yield api
+
+
+@pytest.fixture
+def client(served_api):
+    return ApiClient(served_api.url, timeout=30)
+
+
+def wait_for(client, name: str, ready, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = client.get(f"/runs/{name}")
+        if ready(run) or run["status"] in TERMINAL or time.monotonic() > deadline:
+            return run
+        time.sleep(0.2)
+
+
+def training(run: dict) -> bool:
+    return run["current_state"] == "AwaitTrainingJob"
+
+
+def cli(served_api, *args: str):
+    return CliRunner().invoke(app, [*args, "--endpoint", served_api.url])
+
+
+def test_a_run_cancelled_mid_training_stops_its_job_archives_and_leaves_no_file_system(
+        client, served_api):
+    name = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2,
+                                            "name": "cancel-me"}).body["name"]
+    assert training(wait_for(client, name, training))
+    time.sleep(1)  # the job writes its first outputs
+
+    answer = client.request("POST", f"/runs/{name}/cancel")
+    assert answer.status == 202, answer.body
+    assert answer.headers["Location"] == f"/runs/{name}"
+    assert answer.body["status"] == "ABORTED"
+    who = answer.body["cancelled"]
+    assert who["by"] == "an unsigned request from 127.0.0.1" and who["at"].endswith("Z")
+
+    run = client.get(f"/runs/{name}")
+    assert (run["status"], run["error"], run["cancelled"]) == (
+        "ABORTED", "TrainGrid.Cancelled", who)
+    assert run["cause"].startswith(f"Cancelled by {who['by']} at {who['at']}.")
+
+    # The abort path (the janitor, set off by the execution's end) releases what it held.
+    emulator, deployment = served_api.emulator, served_api.deployment
+    passes = settle(emulator, deployment)
+    after = report.build(emulator, deployment, [run["execution_arn"]], passes)
+    assert after["leaked_resources"] == [] and after["retained_resources"] == []
+    assert {("terminate", "batch:job"), ("delete", "fsx:file-system")} <= {
+        (a["action"], a["type"]) for a in after["janitor"]["actions"]}
+    assert not [fs for fs in emulator.client("fsx").describe_file_systems()["FileSystems"]
+                if {"Key": "traingrid:run", "Value": name} in fs.get("Tags", [])]
+    assert unsafe_deletions(emulator) == []
+    archived = emulator.client("s3").list_objects_v2(
+        Bucket=DEMO_BUCKET, Prefix=f"{archive_prefix(name)}outputs/").get("KeyCount", 0)
+    assert archived > 0
+    assert missing_permissions(deployment.stack, dict(lambda_inprocess.CALLS)) == []
+
+    # Again: nothing to cancel, and the 409 says who cancelled it.
+    again = client.request("POST", f"/runs/{name}/cancel")
+    assert again.status == 409
+    assert f"was cancelled by {who['by']} at {who['at']}" in again.body["message"]
+
+    shown = cli(served_api, "status", name)
+    assert shown.exit_code == 1
+    assert f"{name} · TrainingRun · CANCELLED" in shown.output
+    assert f"Cancelled by {who['by']} at {who['at']}" in shown.output
+
+
+def test_cancel_from_the_cli_and_its_exit_codes(client, served_api):
+    name = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2,
+                                            "name": "cancel-cli"}).body["name"]
+    assert wait_for(client, name, training)["status"] == "RUNNING"
+    done = cli(served_api, "cancel", name)
+    assert done.exit_code == 0, done.output
+    assert f"{name} CANCELLED by an unsigned request from 127.0.0.1 at " in done.output
+    again = cli(served_api, "cancel", name)
+    assert again.exit_code == 1 and "was cancelled by" in again.output
+    unknown = cli(served_api, "cancel", "no-such-run")
+    assert unknown.exit_code == 1 and "no run is named 'no-such-run'" in unknown.output
+    assert client.request("POST", "/runs/no-such-run/cancel").status == 404
+
+
+def test_a_cancelled_fanout_stops_every_regions_job(client, served_api):
+    answer = client.request("POST", f"/campaigns/{sample_campaign.CAMPAIGN}/runs",
+                            {"instance_count": 8}, headers={"Idempotency-Key": "cancel-fan"})
+    assert answer.status == 202, answer.body
+    name = answer.body["name"]
+
+    def region_jobs_training(run: dict) -> bool:
+        jobs = run.get("jobs") or []
+        return bool(jobs) and all(j.get("job_name") and j["status"] == "InProgress"
+                                  for j in jobs)
+
+    run = wait_for(client, name, region_jobs_training)
+    assert region_jobs_training(run), run.get("jobs")
+    jobs = {j["region"]: j["job_name"] for j in run["jobs"]}
+    assert client.request("POST", f"/runs/{name}/cancel").status == 202
+
+    settle(served_api.emulator, served_api.deployment)
+    for region, job in jobs.items():
+        described = served_api.emulator.client("sagemaker", region).describe_training_job(
+            TrainingJobName=job)
+        assert described["TrainingJobStatus"] in ("Stopping", "Stopped"), (region, described)
+    ended = client.get(f"/runs/{name}")
+    assert ended["status"] == "ABORTED" and ended["cancelled"]["by"].startswith("an unsigned")

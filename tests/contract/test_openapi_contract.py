@@ -48,5 +48,5 @@ def test_schemathesis_finds_no_failure_in_any_phase(served_api, tmp_path):
     summary = result.stdout
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert f"✅  {phase}" in summary, summary
-    assert "11 selected / 11 total" in summary, summary
-    assert report.read_text().count("<testcase") >= 11
+    assert "13 selected / 13 total" in summary, summary
+    assert report.read_text().count("<testcase") >= 13

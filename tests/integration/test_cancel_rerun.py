@@ -65,7 +65,7 @@ def test_a_run_cancelled_mid_training_stops_its_job_archives_and_leaves_no_file_
     assert training(wait_for(client, name, training))
     time.sleep(1)  # the job writes its first outputs
 
-    answer = client.request("POST", f"/runs/{name}/cancel")
+    answer = client.request("POST", f"/runs/{name}/cancel", {})
     assert answer.status == 202, answer.body
     assert answer.headers["Location"] == f"/runs/{name}"
     assert answer.body["status"] == "ABORTED"
@@ -93,7 +93,7 @@ def test_a_run_cancelled_mid_training_stops_its_job_archives_and_leaves_no_file_
     assert missing_permissions(deployment.stack, dict(lambda_inprocess.CALLS)) == []
 
     # Again: nothing to cancel, and the 409 says who cancelled it.
-    again = client.request("POST", f"/runs/{name}/cancel")
+    again = client.request("POST", f"/runs/{name}/cancel", {})
     assert again.status == 409
     assert f"was cancelled by {who['by']} at {who['at']}" in again.body["message"]
 
@@ -114,7 +114,7 @@ def test_cancel_from_the_cli_and_its_exit_codes(client, served_api):
     assert again.exit_code == 1 and "was cancelled by" in again.output
     unknown = cli(served_api, "cancel", "no-such-run")
     assert unknown.exit_code == 1 and "no run is named 'no-such-run'" in unknown.output
-    assert client.request("POST", "/runs/no-such-run/cancel").status == 404
+    assert client.request("POST", "/runs/no-such-run/cancel", {}).status == 404
 
 
 def test_a_cancelled_fanout_stops_every_regions_job(client, served_api):
@@ -131,7 +131,7 @@ def test_a_cancelled_fanout_stops_every_regions_job(client, served_api):
     run = wait_for(client, name, region_jobs_training)
     assert region_jobs_training(run), run.get("jobs")
     jobs = {j["region"]: j["job_name"] for j in run["jobs"]}
-    assert client.request("POST", f"/runs/{name}/cancel").status == 202
+    assert client.request("POST", f"/runs/{name}/cancel", {}).status == 202
 
     settle(served_api.emulator, served_api.deployment)
     for region, job in jobs.items():
@@ -140,3 +140,50 @@ def test_a_cancelled_fanout_stops_every_regions_job(client, served_api):
         assert described["TrainingJobStatus"] in ("Stopping", "Stopped"), (region, described)
     ended = client.get(f"/runs/{name}")
     assert ended["status"] == "ABORTED" and ended["cancelled"]["by"].startswith("an unsigned")
+
+
+def test_a_rerun_starts_the_same_request_under_the_next_free_name_linked_to_the_old(
+        client, served_api):
+    name = client.request("POST", "/runs", {"dataset": DATASET, "nodes": 2, "epochs": 3,
+                                            "name": "rerun-me"}).body["name"]
+    assert wait_for(client, name, training)["status"] == "RUNNING"
+    running = client.request("POST", f"/runs/{name}/rerun", {})
+    assert running.status == 409 and "still RUNNING" in running.body["message"]
+    assert client.request("POST", f"/runs/{name}/cancel", {}).status == 202
+    old = client.get(f"/runs/{name}")
+
+    first = client.request("POST", f"/runs/{name}/rerun", {})
+    assert first.status == 202, first.body
+    assert first.body["name"] == f"{name}-r2" and first.headers["Location"] == f"/runs/{name}-r2"
+    # Sent again while it runs: the same run, not a third.
+    again = client.request("POST", f"/runs/{name}/rerun", {})
+    assert (again.status, again.body["name"]) == (200, f"{name}-r2")
+    new = client.get(f"/runs/{name}-r2")
+    assert new["rerun_of"] == name and old["rerun_of"] is None
+    assert new["input"]["request"] == {**old["input"]["request"], "name": f"{name}-r2"}
+
+    shown = cli(served_api, "status", f"{name}-r2")
+    assert f"re-run of: {name}" in shown.output
+    assert wait_for(client, f"{name}-r2", training)["status"] == "RUNNING"
+    assert cli(served_api, "cancel", f"{name}-r2").exit_code == 0
+    # Once -r2 has ended, the next re-run (of either) is -r3.
+    third = cli(served_api, "rerun", f"{name}-r2")
+    assert third.exit_code == 0, third.output
+    assert f"{name}-r3 started (RUNNING), a re-run of {name}-r2" in third.output
+    assert wait_for(client, f"{name}-r3", training)["rerun_of"] == f"{name}-r2"
+    assert client.request("POST", f"/runs/{name}-r3/cancel", {}).status == 202
+
+    assert client.request("POST", "/runs/no-such-run/rerun", {}).status == 404
+    unknown = cli(served_api, "rerun", "no-such-run")
+    assert unknown.exit_code == 1 and "no run is named 'no-such-run'" in unknown.output
+    fields = client.request("POST", f"/runs/{name}/rerun", {"resume": True})
+    assert fields.status == 400
+
+
+def test_a_rerun_name_stays_within_the_name_length_rule():
+    from traingrid.runs.rerun import rerun_names
+
+    names = rerun_names("a" * 80)
+    assert next(names) == "a" * 77 + "-r2"
+    assert next(rerun_names("x-r9")) == "x-r10"
+    assert all(len(n) <= 80 for n, _ in zip(names, range(200), strict=False))

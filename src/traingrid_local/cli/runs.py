@@ -242,6 +242,8 @@ def show_run(run: dict[str, Any], as_json: bool, every_visit: bool = False) -> N
         return
     stdout.print(terminal.timeline(run, every_visit))
     stdout.print(cell(f"console: {run['console_url']}"), soft_wrap=True)
+    if run.get("rerun_of"):
+        stdout.print(cell(f"re-run of: {run['rerun_of']}"), soft_wrap=True)
     if run.get("error"):
         stdout.print(terminal.error_line(run), soft_wrap=True)
     for artifact in run["artifacts"]:

@@ -19,6 +19,8 @@ from traingrid.vocabulary.statuses import RunStatus
 
 TRAINING_RUN = "TrainingRun"
 CAMPAIGN_FANOUT = "CampaignFanout"
+# The trigger's field naming the run a re-run re-runs (``runs.rerun``).
+RERUN_OF = "rerun_of"
 # What a region's job shows of itself while the fan-out runs (its branch's state is larger).
 REGION_JOB_FIELDS = ("region", "requested_region", "status", "instance_type", "instance_count",
                      "estimated_usd", "placement_reason", "tried", "moves", "reason", "cause",
@@ -75,6 +77,13 @@ def artifacts(pipeline: str, name: str, output: Any, data_bucket: str) -> list[d
     return [{"region": job.get("region"), "requested_region": job.get("requested_region"),
              "location": job["artifacts"]}
             for job in jobs if isinstance(job, dict) and job.get("artifacts")]
+
+
+def rerun_of(execution_input: Any) -> str | None:
+    """The run this one re-runs, from its execution input's trigger; None if it is none."""
+    trigger = execution_input.get("trigger") if isinstance(execution_input, dict) else None
+    found = trigger.get(RERUN_OF) if isinstance(trigger, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def current_state(events: list[dict[str, Any]]) -> str | None:
@@ -213,6 +222,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "by_state": by_state(found, description["status"]),
         "estimate": estimate(pipeline, output, plan),
     }
+    view[RERUN_OF] = rerun_of(view["input"])
     view["cost"] = cost(pipeline, description, events, view["estimate"],
                         describe_jobs=describe_jobs, recorded=recorded_cost)
     if pipeline == CAMPAIGN_FANOUT:

@@ -4,6 +4,7 @@ left; a fan-out's region jobs are stopped; the run shows who cancelled it and wh
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -187,3 +188,25 @@ def test_a_rerun_name_stays_within_the_name_length_rule():
     assert next(names) == "a" * 77 + "-r2"
     assert next(rerun_names("x-r9")) == "x-r10"
     assert all(len(n) <= 80 for n, _ in zip(names, range(200), strict=False))
+
+
+class _Ended:
+    """A reader that knows one ended TrainingRun, whose request ran a command of its own."""
+
+    def find(self, name: str) -> tuple[str, dict]:
+        request = {"dataset": DATASET, "nodes": 2, "command": ["python", "own.py"]}
+        return "TrainingRun", {"status": "FAILED", "input": json.dumps({"request": request})}
+
+
+def test_a_command_run_is_not_rerun_by_the_route_every_runner_may_call():
+    """A command runs only for whom the stack owner granted POST /command-runs: re-running
+    one through /runs/{name}/rerun is a 400 pointing there, before anything is built."""
+    from datetime import UTC, datetime
+
+    from traingrid.errors import RequestInvalid
+    from traingrid.runs.rerun import rerun_submission
+
+    with pytest.raises(RequestInvalid) as refused:
+        rerun_submission(_Ended(), None, "own-code", datetime.now(UTC))  # type: ignore[arg-type]
+    (problem,) = refused.value.problems
+    assert problem["pointer"] == "/command" and "POST /command-runs" in problem["message"]

@@ -18,7 +18,7 @@ from datetime import datetime
 from itertools import count
 from typing import Any
 
-from traingrid.errors import RunConflict, RunNotFound
+from traingrid.errors import RequestInvalid, RunConflict, RunNotFound
 from traingrid.runs.reader import RunReader
 from traingrid.runs.submit import Submission, training_submission
 from traingrid.runs.view import RERUN_OF, TRAINING_RUN
@@ -57,9 +57,15 @@ def rerun_submission(reader: RunReader, settings: ApiSettings, name: str, now: d
         raise RunConflict(f"{name} is still RUNNING: cancel it first (traingrid cancel {name}, "
                           f"POST /runs/{name}/cancel) or wait for it to end.")
     request = json.loads(description.get("input") or "{}").get("request") or {}
+    if "command" in request:
+        # A command runs only for whom the stack owner granted POST /command-runs: a re-run
+        # through this route would start it for anyone who may start a run.
+        raise RequestInvalid([{"pointer": "/command", "message": (
+            f"{name} ran a command of its own, which only POST /command-runs starts: send its "
+            "request there again")}])
     for candidate in rerun_names(name):
         submission = training_submission({**request, "name": candidate}, settings, now,
-                                         idempotency_key, command_route="command" in request)
+                                         idempotency_key)
         submission = replace(submission, payload={
             **submission.payload, "trigger": {**submission.payload["trigger"],
                                               RERUN_OF: name}})

@@ -13,7 +13,8 @@ from traingrid_local.templates import load_template
 
 API_PERMISSIONS = {f"ApiFunction{event}PermissionStage" for event in (
     "SubmitRun", "SubmitCommandRun", "PlanRun", "ListRuns", "DescribeRun", "RunLogs",
-    "SubmitFanout", "ListCampaigns", "FollowPlan", "RunMetrics", "ListCosts")}
+    "SubmitFanout", "ListCampaigns", "FollowPlan", "RunMetrics", "ListCosts", "CancelRun",
+    "RerunRun")}
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def closed_port() -> str:
 def test_status_and_logs_of_any_name(served_api, command, name):
     result = run_cli(command, name, "--endpoint", served_api.url)
     if result.exit_code == 1:
-        assert "No run is named" in result.stderr or "No route" in result.stderr
+        assert "no run is named" in result.stderr or "No route" in result.stderr
 
 
 @FAST

@@ -9,7 +9,6 @@ job wrote and deletes its file system, and records the run. The stop's ``error``
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,14 +17,13 @@ from traingrid.aws import stepfunctions
 from traingrid.errors import RunConflict, TrainGridError
 from traingrid.observability import logger
 from traingrid.runs import view
+from traingrid.runs.view import CANCELLED_ERROR, cancellation
 from traingrid.vocabulary.statuses import RunStatus
 
 if TYPE_CHECKING:
     from traingrid.runs.reader import RunReader
 
-CANCELLED_ERROR = "TrainGrid.Cancelled"
 MAX_WHO = 200
-_CAUSE = re.compile(r"Cancelled by (?P<by>.+) at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\. ")
 
 
 def caller(request_context: dict[str, Any] | None) -> str:
@@ -42,15 +40,6 @@ def cancel_cause(who: str, moment: datetime) -> str:
     return (f"Cancelled by {who} at {clock.iso(moment)}. Its job is stopped, what it wrote is "
             "archived with the run's outputs and its file system deleted (the janitor). "
             "Start it again with traingrid rerun (POST /runs/{name}/rerun).")
-
-
-def cancellation(error: str | None, cause: str | None) -> dict[str, str] | None:
-    """``{"by", "at"}`` of a run that was cancelled (from its execution's error and cause);
-    None for any other run."""
-    if error != CANCELLED_ERROR or not cause:
-        return None
-    found = _CAUSE.match(cause)
-    return {"by": found["by"], "at": found["at"]} if found else None
 
 
 def how_it_ended(description: dict[str, Any]) -> str:

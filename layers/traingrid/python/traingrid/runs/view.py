@@ -6,13 +6,13 @@ Pure functions of what Step Functions returns, so they are tested without AWS.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from traingrid import clock
 from traingrid.costs import receipt
-from traingrid.runs import cancel
 from traingrid.runs.timeline import by_state, timeline, visits
 from traingrid.training.plan import archive_prefix
 from traingrid.vocabulary.statuses import RunStatus
@@ -25,6 +25,22 @@ RERUN_OF = "rerun_of"
 REGION_JOB_FIELDS = ("region", "requested_region", "status", "instance_type", "instance_count",
                      "estimated_usd", "placement_reason", "tried", "moves", "reason", "cause",
                      "job_name")
+
+
+
+# A cancelled run's execution error; its cause names who and when (runs/cancel.py writes it).
+CANCELLED_ERROR = "TrainGrid.Cancelled"
+_CANCELLED_CAUSE = re.compile(
+    r"Cancelled by (?P<by>.+) at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\. ")
+
+
+def cancellation(error: str | None, cause: str | None) -> dict[str, str] | None:
+    """``{"by", "at"}`` of a run that was cancelled (from its execution's error and cause);
+    None for any other run."""
+    if error != CANCELLED_ERROR or not cause:
+        return None
+    found = _CANCELLED_CAUSE.match(cause)
+    return {"by": found["by"], "at": found["at"]} if found else None
 
 
 def region_of(arn: str) -> str:
@@ -214,7 +230,7 @@ def run_view(pipeline: str, description: dict[str, Any], events: list[dict[str, 
         "current_state": current_state(events),
         "error": description.get("error"),
         "cause": description.get("cause"),
-        "cancelled": cancel.cancellation(description.get("error"), description.get("cause")),
+        "cancelled": cancellation(description.get("error"), description.get("cause")),
         "input": _json(description.get("input")),
         "output": output,
         "artifacts": artifacts(pipeline, description["name"], output, data_bucket),

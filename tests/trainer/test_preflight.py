@@ -95,22 +95,26 @@ def test_a_slowed_rank_fails_the_launch_before_training_naming_the_node(
     assert slowed["images_per_s"] == max(slowed["measured_images_per_s"])
 
 
-@needs_mpirun
-def test_a_busy_moment_is_measured_again_and_does_not_fail_the_job(tmp_path: Path) -> None:
-    """Rank 1's first measurement is ten times as slow (another process had the machine); the
-    ranks measure again and the job trains."""
+def busy_moment(tmp_path: Path, **preflight: int) -> tuple[int, str, Path]:
+    """Two ranks training a step on synthetic data, rank 1's first measurement ten times as
+    slow (another process had the machine): (exit code, logs, the output folder)."""
     output = tmp_path / "run"
     env = trainer_env(OUTPUT_DIR=str(output), TRAINGRID_MAIN_ADDRESS="127.0.0.1",
-                      # ranks sharing a busy machine: more repeats than a node's default
-                      TRAINGRID_PREFLIGHT=json.dumps({"steps": 3, "allreduce_mib": 1,
-                                                      "read_mb": 0, "repeats": 4}),
+                      TRAINGRID_PREFLIGHT=json.dumps({"allreduce_mib": 1, "read_mb": 0,
+                                                      **preflight}),
                       TRAINGRID_PREFLIGHT_BUSY_RANK="1")
     command = [sys.executable, "-m", "traingrid_trainer", "--num_epochs", "1",
                "--warmup_epochs", "0", "--steps_per_epoch", "1", "-b", "2", "--image_size",
                "32", "--loader_workers", "0", "--synthetic"]
     result = mpirun(line(tmp_path, 2, command, env), env)
-    logs = result.stdout + result.stderr
-    assert result.returncode == 0, logs
+    return result.returncode, result.stdout + result.stderr, output
+
+
+@needs_mpirun
+def test_a_busy_moment_is_measured_again_and_does_not_fail_the_job(tmp_path: Path) -> None:
+    # ranks sharing a busy machine: more repeats than a node's default
+    status, logs, output = busy_moment(tmp_path, steps=3, repeats=4)
+    assert status == 0, logs
     document = json.loads((output / PREFLIGHT_FILE).read_text())
     assert document["passed"] is True and document["rounds"] >= 2, document
     first, *again = document["ranks"][1]["measured_images_per_s"]
@@ -120,14 +124,6 @@ def test_a_busy_moment_is_measured_again_and_does_not_fail_the_job(tmp_path: Pat
 
 @needs_mpirun
 def test_without_repeats_a_busy_moment_fails_the_job(tmp_path: Path) -> None:
-    output = tmp_path / "run"
-    env = trainer_env(OUTPUT_DIR=str(output), TRAINGRID_MAIN_ADDRESS="127.0.0.1",
-                      TRAINGRID_PREFLIGHT=json.dumps({"steps": 2, "allreduce_mib": 1,
-                                                      "read_mb": 0, "repeats": 0}),
-                      TRAINGRID_PREFLIGHT_BUSY_RANK="1")
-    command = [sys.executable, "-m", "traingrid_trainer", "--num_epochs", "1",
-               "--warmup_epochs", "0", "--steps_per_epoch", "1", "-b", "2", "--image_size",
-               "32", "--loader_workers", "0", "--synthetic"]
-    result = mpirun(line(tmp_path, 2, command, env), env)
-    assert result.returncode == EXIT_PREFLIGHT, result.stdout + result.stderr
+    status, logs, output = busy_moment(tmp_path, steps=2, repeats=0)
+    assert status == EXIT_PREFLIGHT, logs
     assert json.loads((output / PREFLIGHT_FILE).read_text())["rounds"] == 1
